@@ -1,0 +1,55 @@
+"""Decoder-only (GPT-style) configuration. `ZooDecoderConfig()` is GPT-2 small (Radford et al. 2019)."""
+
+from typing import Any, ClassVar
+
+from huggingface_hub.dataclasses import strict
+
+from .configuration_zoo_common import ZooTextConfig
+
+
+_TINY = dict(
+    vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256,
+    max_position_embeddings=128, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+)
+_LLAMA_STYLE = dict(
+    position_embedding_type="rope", norm_position="pre", norm_type="rmsnorm", hidden_act="swiglu",
+    attention_bias=False, mlp_bias=False, norm_bias=False, layer_norm_eps=1e-5,
+    embedding_dropout=0.0, attention_dropout=0.0, hidden_dropout=0.0,
+)
+
+
+@strict
+class ZooDecoderConfig(ZooTextConfig):
+    """A causal decoder with a language-model head. Defaults are GPT-2 small (124M parameters)."""
+
+    model_type = "zoo_decoder"
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "gpt2": {},
+        "gpt2-medium": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
+        "gpt2-large": dict(hidden_size=1280, num_hidden_layers=36, num_attention_heads=20, intermediate_size=5120),
+        "smollm2-135m": dict(
+            _LLAMA_STYLE, vocab_size=49152, hidden_size=576, num_hidden_layers=30, num_attention_heads=9,
+            num_key_value_heads=3, intermediate_size=1536, max_position_embeddings=8192, rope_theta=100000.0,
+            bos_token_id=1, eos_token_id=2, pad_token_id=None,
+        ),
+        "tiny": _TINY,
+        "tiny-llama": dict(_TINY, **_LLAMA_STYLE, num_key_value_heads=2, intermediate_size=176),
+    }
+
+    vocab_size: int = 50257
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu_new"
+    max_position_embeddings: int = 1024
+    position_embedding_type: str = "learned"
+    norm_position: str = "pre"
+    layer_norm_eps: float = 1e-5
+    pad_token_id: int | None = None
+    bos_token_id: int | None = 50256
+    eos_token_id: int | list[int] | None = 50256
+
+    def validate_decoder(self):
+        if self.num_hidden_layers < 1:
+            raise ValueError(f"num_hidden_layers must be positive, got {self.num_hidden_layers}.")

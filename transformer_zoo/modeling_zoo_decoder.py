@@ -1,0 +1,185 @@
+"""Decoder-only (GPT-style) family: a causal stack of zoo blocks with a language-model head.
+
+With the default config this is GPT-2 small; with `ZooDecoderConfig.from_preset("smollm2-135m")` a Llama-style
+decoder (RoPE, RMSNorm, SwiGLU, GQA). Generation, caching and masks are transformers' own (GenerationMixin,
+DynamicCache, create_causal_mask).
+"""
+
+import torch
+from torch import nn
+from transformers.cache_utils import Cache, DynamicCache
+from transformers.generation import GenerationMixin
+from transformers.modeling_outputs import (
+    BaseModelOutputWithPast,
+    CausalLMOutputWithPast,
+    SequenceClassifierOutputWithPast,
+)
+from transformers.modeling_utils import slice_logits_to_keep
+from transformers.utils import can_return_tuple
+from transformers.utils.generic import merge_with_config_defaults
+from transformers.utils.output_capturing import OutputRecorder, capture_outputs
+
+from .configuration_zoo_decoder import ZooDecoderConfig
+from .modeling_zoo_layers import ZooAttention, ZooBlock, ZooPreTrainedModel, ZooStackMixin
+
+
+class ZooDecoderPreTrainedModel(ZooPreTrainedModel):
+    config_class = ZooDecoderConfig
+    _can_record_outputs = {
+        "hidden_states": ZooBlock,
+        "attentions": OutputRecorder(ZooAttention, index=1, layer_name="self_attn"),
+    }
+    AUTO_MAP = {
+        "AutoConfig": "configuration_zoo_decoder.ZooDecoderConfig",
+        "AutoModel": "modeling_zoo_decoder.ZooDecoderModel",
+        "AutoModelForCausalLM": "modeling_zoo_decoder.ZooDecoderForCausalLM",
+        "AutoModelForSequenceClassification": "modeling_zoo_decoder.ZooDecoderForSequenceClassification",
+    }
+
+
+class ZooDecoderModel(ZooStackMixin, ZooDecoderPreTrainedModel):
+    """Token embeddings followed by a causal stack; returns the final hidden states and the cache."""
+
+    def __init__(self, config: ZooDecoderConfig):
+        super().__init__(config)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, config.pad_token_id)
+        self.embed_scale = config.hidden_size**0.5 if config.scale_embedding else 1.0
+        self.build_stack(config, config.num_hidden_layers, is_causal=True)
+        self.post_init()
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        cache: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPast:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids) * self.embed_scale
+        if use_cache and cache is None:
+            cache = DynamicCache(config=self.config)
+        hidden_states = self.run_stack(
+            inputs_embeds, attention_mask=attention_mask, position_ids=position_ids, cache=cache, **kwargs
+        )
+        return BaseModelOutputWithPast(last_hidden_state=hidden_states, cache=cache if use_cache else None)
+
+
+class ZooDecoderForCausalLM(ZooDecoderPreTrainedModel, GenerationMixin):
+    """The decoder with a (by default tied) language-model head: next-token logits and the shifted LM loss."""
+
+    _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
+
+    def __init__(self, config: ZooDecoderConfig):
+        super().__init__(config)
+        self.model = ZooDecoderModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        cache: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+        **kwargs,
+    ) -> CausalLMOutputWithPast:
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            cache=cache,
+            inputs_embeds=inputs_embeds,
+            use_cache=use_cache,
+            **kwargs,
+        )
+        logits = self.lm_head(slice_logits_to_keep(outputs.last_hidden_state, logits_to_keep))
+        loss = None
+        if labels is not None:
+            # transformers' ForCausalLMLoss shifts the labels itself and ignores -100.
+            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+        return CausalLMOutputWithPast(
+            loss=loss,
+            logits=logits,
+            cache=outputs.cache,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+
+
+class ZooDecoderForSequenceClassification(ZooDecoderPreTrainedModel):
+    """Classifies a sequence from the hidden state of its last real token (GPT-2's recipe), so the model needs
+    `pad_token_id` to find that token in padded batches.
+    """
+
+    def __init__(self, config: ZooDecoderConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = ZooDecoderModel(config)
+        self.score = nn.Linear(config.hidden_size, config.num_labels, bias=False)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        cache: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs,
+    ) -> SequenceClassifierOutputWithPast:
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            cache=cache,
+            inputs_embeds=inputs_embeds,
+            use_cache=use_cache,
+            **kwargs,
+        )
+        logits = self.score(outputs.last_hidden_state)
+        batch_size = logits.shape[0]
+        if attention_mask is not None:
+            # Rightmost attended position; works for left and right padding alike.
+            positions = torch.arange(attention_mask.shape[-1], device=logits.device)
+            last = (attention_mask.to(logits.device).bool() * positions).argmax(-1)
+        elif input_ids is not None and self.config.pad_token_id is not None:
+            not_pad = (input_ids != self.config.pad_token_id).to(logits.device)
+            last = (not_pad * torch.arange(input_ids.shape[-1], device=logits.device)).argmax(-1)
+        elif batch_size == 1 or input_ids is None:
+            last = torch.full((batch_size,), logits.shape[1] - 1, device=logits.device)
+        else:
+            raise ValueError(
+                "Cannot find the last token of each sequence in a batch without attention_mask or pad_token_id: "
+                "pass attention_mask, or set config.pad_token_id."
+            )
+        pooled_logits = logits[torch.arange(batch_size, device=logits.device), last]
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(labels=labels, pooled_logits=pooled_logits, config=self.config)
+        return SequenceClassifierOutputWithPast(
+            loss=loss,
+            logits=pooled_logits,
+            cache=outputs.cache,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+
+
+ZooDecoderModel.register_for_auto_class("AutoModel")
+ZooDecoderForCausalLM.register_for_auto_class("AutoModelForCausalLM")
+ZooDecoderForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")

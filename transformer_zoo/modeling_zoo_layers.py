@@ -1,0 +1,597 @@
+"""The parts every transformer-zoo family is assembled from.
+
+Four kinds of layer, each chosen by a config string through a small registry:
+
+* normalisation   `NORMS`             layernorm | rmsnorm
+* feed-forward    `ZooMLP`            any transformers activation, or a gated one (swiglu, geglu, reglu)
+* position scheme `POSITION_SCHEMES`  sinusoidal | learned | rope | alibi | relative | none
+* attention       `ZooAttention`      one module for self- and cross-attention, MHA/GQA/MQA; the kernel (eager, sdpa,
+                                      flash_attention_2, flex_attention) comes from transformers' attention interface.
+
+A position scheme injects order in one of three places, so it has three hooks: `embed` (added to the token embeddings:
+sinusoidal, learned), `rotary` (rotates queries and keys: RoPE) and `score_bias` (added to attention scores: ALiBi,
+T5 relative buckets). Attention asks the scheme; it never branches on the scheme's name.
+
+`ZooBlock` is one layer (self-attention, optional cross-attention, feed-forward), each sublayer wrapped by the same
+pre- or post-norm residual. `ZooStackMixin` turns a `PreTrainedModel` into a stack of blocks: embeddings -> N blocks
+-> final norm (pre-norm only). The four families are such stacks with different flags and heads.
+
+This file is copied into saved checkpoints for `trust_remote_code`: it imports siblings only as `from .x import y`.
+"""
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, EncoderDecoderCache
+from transformers.integrations.sdpa_attention import repeat_kv
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.utils import logging
+
+from .configuration_zoo_common import GATED_ACTIVATIONS
+
+
+logger = logging.get_logger(__name__)
+
+
+# ================================================================================================ normalisation
+class ZooRMSNorm(nn.Module):
+    """Root-mean-square norm (Zhang & Sennrich 2019), computed in float32 as Llama does so that bf16 runs agree.
+
+    Written here rather than using `torch.nn.RMSNorm` because that one normalises in the input dtype, which changes
+    bf16 logits against converted Llama checkpoints.
+    """
+
+    def __init__(self, hidden_size: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)
+
+    def extra_repr(self) -> str:
+        return f"{tuple(self.weight.shape)}, eps={self.variance_epsilon}"
+
+
+NORMS: dict[str, Callable[..., nn.Module]] = {
+    "layernorm": lambda dim, eps, bias: nn.LayerNorm(dim, eps=eps, bias=bias),
+    "rmsnorm": lambda dim, eps, bias: ZooRMSNorm(dim, eps=eps),
+}
+
+
+def build_norm(config, dim: int | None = None) -> nn.Module:
+    return NORMS[config.norm_type](dim or config.hidden_size, config.layer_norm_eps, config.norm_bias)
+
+
+# ================================================================================================ feed-forward
+class ZooMLP(nn.Module):
+    """Position-wise feed-forward: down(act(up(x))), or down(act(gate(x)) * up(x)) for gated activations."""
+
+    def __init__(self, config):
+        super().__init__()
+        gate_activation = GATED_ACTIVATIONS.get(config.hidden_act)
+        self.act_fn = ACT2FN[gate_activation or config.hidden_act]
+        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=config.mlp_bias)
+        self.gate_proj = (
+            nn.Linear(config.hidden_size, config.intermediate_size, bias=config.mlp_bias) if gate_activation else None
+        )
+        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=config.mlp_bias)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        if self.gate_proj is None:
+            return self.down_proj(self.act_fn(self.up_proj(hidden_states)))
+        return self.down_proj(self.act_fn(self.gate_proj(hidden_states)) * self.up_proj(hidden_states))
+
+
+# ================================================================================================ position schemes
+class PositionScheme(nn.Module):
+    """No positional information (NoPE). Subclasses implement one of the three hooks."""
+
+    def __init__(self, config, is_causal: bool):
+        super().__init__()
+        self.is_causal = is_causal
+
+    def embed(self, position_ids: torch.Tensor) -> torch.Tensor | None:
+        """Vectors added to the token embeddings, [batch, seq, hidden], or None."""
+        return None
+
+    def rotary(self, position_ids: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(cos, sin), each [batch, seq, head_dim], that rotate queries and keys, or None."""
+        return None
+
+    def score_bias(self, query_length: int, key_length: int, past_length: int, device) -> torch.Tensor | None:
+        """An additive attention-score bias [1, heads, query_length, key_length], or None.
+
+        Distances are measured in cache slots (query i sits at slot past_length + i). With left padding the real
+        tokens are contiguous, so their distances, and hence these relative biases, do not depend on the padding.
+        """
+        return None
+
+    def reset_buffers(self) -> None:
+        """Recompute non-persistent buffers (from_pretrained builds on the meta device and leaves them empty)."""
+
+
+def _check_positions_fit(position_ids: torch.Tensor, limit: int, scheme: str) -> None:
+    # A data-dependent check; skipped while torch.compile traces (it would break the graph).
+    if not torch.compiler.is_compiling() and position_ids.numel() and int(position_ids.max()) >= limit:
+        raise ValueError(
+            f"Position {int(position_ids.max())} is beyond the {scheme} position table of max_position_embeddings="
+            f"{limit}. Shorten the input, or build the model with a larger max_position_embeddings "
+            "(for learned positions that means new, untrained rows)."
+        )
+
+
+class SinusoidalPositions(PositionScheme):
+    """Fixed sine/cosine positions (Vaswani et al. 2017, 3.5): PE[p, i] = sin(p / 10000^(2i/d)) in the first half of
+    the vector and cos(...) in the second half. The paper interleaves sin and cos; its own code (tensor2tensor),
+    fairseq and Marian concatenate the halves, which differs only by a fixed permutation of dimensions. Concatenated
+    halves let Marian checkpoints convert exactly.
+    """
+
+    def __init__(self, config, is_causal: bool):
+        super().__init__(config, is_causal)
+        self.num_positions, self.dim = config.max_position_embeddings, config.hidden_size
+        self.table = nn.Buffer(self.compute_table(self.num_positions, self.dim), persistent=False)
+
+    @staticmethod
+    def compute_table(num_positions: int, dim: int) -> torch.Tensor:
+        # float64 as Marian does, so that large positions keep full float32 precision.
+        position = torch.arange(num_positions, dtype=torch.float64)[:, None]
+        inv_freq = 1.0 / (10000.0 ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+        angles = position * inv_freq
+        table = torch.zeros(num_positions, dim, dtype=torch.float64)
+        half = dim // 2 + dim % 2
+        table[:, :half] = torch.sin(angles)
+        table[:, half:] = torch.cos(angles[:, : dim // 2])
+        return table.float()
+
+    def embed(self, position_ids):
+        _check_positions_fit(position_ids, self.num_positions, "sinusoidal")
+        return nn.functional.embedding(position_ids, self.table)
+
+    def reset_buffers(self):
+        init.copy_(self.table, self.compute_table(self.num_positions, self.dim))
+
+
+class LearnedPositions(PositionScheme):
+    """A trained table of absolute positions (BERT, GPT-2)."""
+
+    def __init__(self, config, is_causal: bool):
+        super().__init__(config, is_causal)
+        self.embedding = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+
+    def embed(self, position_ids):
+        _check_positions_fit(position_ids, self.embedding.num_embeddings, "learned")
+        return self.embedding(position_ids)
+
+
+class RotaryPositions(PositionScheme):
+    """Rotary position embedding (Su et al. 2021) in the half-split layout transformers' Llama uses."""
+
+    def __init__(self, config, is_causal: bool):
+        super().__init__(config, is_causal)
+        self.head_dim, self.theta = config.attention_head_dim, config.rope_theta
+        self.inv_freq = nn.Buffer(self.compute_inv_freq(self.head_dim, self.theta), persistent=False)
+
+    @staticmethod
+    def compute_inv_freq(head_dim: int, theta: float) -> torch.Tensor:
+        return 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+
+    def rotary(self, position_ids, dtype):
+        freqs = position_ids[..., None].float() * self.inv_freq.float()
+        angles = torch.cat((freqs, freqs), dim=-1)
+        return angles.cos().to(dtype), angles.sin().to(dtype)
+
+    def reset_buffers(self):
+        init.copy_(self.inv_freq, self.compute_inv_freq(self.head_dim, self.theta))
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((-second, first), dim=-1)
+
+
+def apply_rotary(states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate [batch, heads, seq, head_dim] states by angles given as [batch, seq, head_dim]."""
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    return states * cos + rotate_half(states) * sin
+
+
+class AlibiPositions(PositionScheme):
+    """Attention with Linear Biases (Press et al. 2022): score -= slope_h * distance.
+
+    Decoders use the causal distance i - j (future keys are masked anyway); encoders use |i - j|, the symmetric
+    variant bidirectional ALiBi models (e.g. MosaicBERT) use.
+    """
+
+    def __init__(self, config, is_causal: bool):
+        super().__init__(config, is_causal)
+        self.num_heads = config.num_attention_heads
+        self.slopes = nn.Buffer(self.compute_slopes(self.num_heads), persistent=False)
+
+    @staticmethod
+    def compute_slopes(num_heads: int) -> torch.Tensor:
+        # Geometric sequence starting at 2^(-8/n); for n not a power of two, interleave the next power's slopes
+        # (the paper's reference implementation).
+        def power_of_two_slopes(n):
+            start = 2.0 ** (-8.0 / n)
+            return [start ** (i + 1) for i in range(n)]
+
+        closest = 2 ** math.floor(math.log2(num_heads))
+        slopes = power_of_two_slopes(closest)
+        if closest < num_heads:
+            slopes += power_of_two_slopes(2 * closest)[0::2][: num_heads - closest]
+        return torch.tensor(slopes, dtype=torch.float32)
+
+    def score_bias(self, query_length, key_length, past_length, device):
+        query_slots = torch.arange(past_length, past_length + query_length, device=device)[:, None]
+        key_slots = torch.arange(key_length, device=device)[None, :]
+        distance = (query_slots - key_slots).abs().float()
+        return (-self.slopes.to(device)[:, None, None] * distance).unsqueeze(0)
+
+    def reset_buffers(self):
+        init.copy_(self.slopes, self.compute_slopes(self.num_heads))
+
+
+class RelativePositionBias(PositionScheme):
+    """T5's bucketed relative position bias (Raffel et al. 2020): one learned scalar per head and distance bucket,
+    exact buckets for short distances and logarithmic ones up to `relative_attention_max_distance`. Shared by all
+    layers of a stack, as in T5.
+    """
+
+    def __init__(self, config, is_causal: bool):
+        super().__init__(config, is_causal)
+        self.num_buckets = config.relative_attention_num_buckets
+        self.max_distance = config.relative_attention_max_distance
+        self.relative_attention_bias = nn.Embedding(self.num_buckets, config.num_attention_heads)
+
+    @staticmethod
+    def bucket(relative_position: torch.Tensor, bidirectional: bool, num_buckets: int, max_distance: int):
+        buckets = torch.zeros_like(relative_position)
+        if bidirectional:
+            num_buckets //= 2
+            buckets += (relative_position > 0).long() * num_buckets
+            distance = relative_position.abs()
+        else:
+            distance = -torch.clamp(relative_position, max=0)
+        max_exact = num_buckets // 2
+        is_small = distance < max_exact
+        log_bucket = max_exact + (
+            torch.log(distance.float().clamp(min=1) / max_exact)
+            / math.log(max_distance / max_exact)
+            * (num_buckets - max_exact)
+        ).long()
+        log_bucket = torch.clamp(log_bucket, max=num_buckets - 1)
+        return buckets + torch.where(is_small, distance, log_bucket)
+
+    def score_bias(self, query_length, key_length, past_length, device):
+        query_slots = torch.arange(past_length, past_length + query_length, device=device)[:, None]
+        key_slots = torch.arange(key_length, device=device)[None, :]
+        buckets = self.bucket(key_slots - query_slots, not self.is_causal, self.num_buckets, self.max_distance)
+        return self.relative_attention_bias(buckets).permute(2, 0, 1).unsqueeze(0)
+
+
+POSITION_SCHEMES: dict[str, type[PositionScheme]] = {
+    "none": PositionScheme,
+    "sinusoidal": SinusoidalPositions,
+    "learned": LearnedPositions,
+    "rope": RotaryPositions,
+    "alibi": AlibiPositions,
+    "relative": RelativePositionBias,
+}
+
+
+# ================================================================================================ attention
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    position_bias: torch.Tensor | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(Q K^T * scaling + bias + mask) V, the reference every other kernel is tested against.
+
+    Takes [batch, heads, seq, head_dim] states and an additive mask; returns [batch, seq, heads, head_dim] and the
+    attention weights. Differs from Llama's only in adding the position scheme's score bias.
+    """
+    key = repeat_kv(key, module.num_key_value_groups)
+    value = repeat_kv(value, module.num_key_value_groups)
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if position_bias is not None:
+        scores = scores + position_bias
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value).transpose(1, 2).contiguous()
+    return output, weights
+
+
+class ZooAttention(nn.Module):
+    """Multi-head attention with `num_key_value_heads` key/value heads (MHA, GQA or MQA), for self-attention or for
+    cross-attention over `key_value_states`. Projection names follow Llama's (q/k/v/o_proj) so PEFT targets and
+    conversion tables read naturally.
+    """
+
+    def __init__(self, config, layer_idx: int, is_causal: bool, is_cross_attention: bool = False):
+        super().__init__()
+        self.config = config
+        self.layer_idx = layer_idx
+        # Read by transformers' sdpa and flash backends; encoders and cross-attention must say False.
+        self.is_causal = is_causal and not is_cross_attention
+        self.is_cross_attention = is_cross_attention
+        self.head_dim = config.attention_head_dim
+        self.num_heads = config.num_attention_heads
+        self.num_key_value_heads = config.num_key_value_heads
+        self.num_key_value_groups = self.num_heads // self.num_key_value_heads
+        self.scaling = self.head_dim**-0.5
+        self.attention_dropout = config.attention_dropout
+        bias = config.attention_bias
+        self.q_proj = nn.Linear(config.hidden_size, self.num_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(config.hidden_size, self.num_key_value_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(config.hidden_size, self.num_key_value_heads * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=bias)
+
+    def _project(self, proj: nn.Linear, states: torch.Tensor) -> torch.Tensor:
+        return proj(states).view(*states.shape[:-1], -1, self.head_dim).transpose(1, 2)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
+        position_bias: torch.Tensor | None = None,
+        key_value_states: torch.Tensor | None = None,
+        cache: Cache | None = None,
+        **kwargs,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        query = self._project(self.q_proj, hidden_states)
+
+        # Self-attention appends to the self-attention cache; cross-attention computes the encoder's keys and values
+        # once and reuses them at every later decoding step (the EncoderDecoderCache pattern of transformers' BART).
+        layer_cache = cache
+        if isinstance(cache, EncoderDecoderCache):
+            layer_cache = cache.cross_attention_cache if self.is_cross_attention else cache.self_attention_cache
+        if self.is_cross_attention and isinstance(cache, EncoderDecoderCache) and cache.is_updated.get(self.layer_idx):
+            key = layer_cache.layers[self.layer_idx].keys
+            value = layer_cache.layers[self.layer_idx].values
+        else:
+            source = key_value_states if self.is_cross_attention else hidden_states
+            key = self._project(self.k_proj, source)
+            value = self._project(self.v_proj, source)
+            if position_embeddings is not None:
+                cos, sin = position_embeddings
+                query, key = apply_rotary(query, cos, sin), apply_rotary(key, cos, sin)
+            if layer_cache is not None:
+                key, value = layer_cache.update(key, value, self.layer_idx)
+                if self.is_cross_attention and isinstance(cache, EncoderDecoderCache):
+                    cache.is_updated[self.layer_idx] = True
+
+        attention_function = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        if position_bias is not None:
+            kwargs["position_bias"] = position_bias
+        output, weights = attention_function(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=self.attention_dropout if self.training else 0.0,
+            scaling=self.scaling,
+            **kwargs,
+        )
+        output = output.reshape(*hidden_states.shape[:-1], -1).contiguous()
+        return self.o_proj(output), weights
+
+
+# ================================================================================================ block
+class ZooBlock(GradientCheckpointingLayer):
+    """One transformer layer: self-attention, optional cross-attention, feed-forward. Every sublayer goes through
+    the same residual connection, pre-norm x + f(norm(x)) or post-norm norm(x + f(x)), with dropout on f.
+    """
+
+    def __init__(self, config, layer_idx: int, is_causal: bool, has_cross_attention: bool = False):
+        super().__init__()
+        self.pre_norm = config.norm_position == "pre"
+        self.self_attn = ZooAttention(config, layer_idx, is_causal)
+        self.self_attn_norm = build_norm(config)
+        self.cross_attn = ZooAttention(config, layer_idx, is_causal, is_cross_attention=True) if has_cross_attention else None
+        self.cross_attn_norm = build_norm(config) if has_cross_attention else None
+        self.mlp = ZooMLP(config)
+        self.mlp_norm = build_norm(config)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+
+    def _residual(self, hidden_states: torch.Tensor, norm: nn.Module, sublayer: Callable) -> torch.Tensor:
+        if self.pre_norm:
+            return hidden_states + self.dropout(sublayer(norm(hidden_states)))
+        return norm(hidden_states + self.dropout(sublayer(hidden_states)))
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
+        position_bias: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        cache: Cache | None = None,
+        **kwargs,
+    ) -> torch.Tensor:
+        hidden_states = self._residual(
+            hidden_states,
+            self.self_attn_norm,
+            lambda x: self.self_attn(x, attention_mask, position_embeddings, position_bias, cache=cache, **kwargs)[0],
+        )
+        if self.cross_attn is not None:
+            hidden_states = self._residual(
+                hidden_states,
+                self.cross_attn_norm,
+                lambda x: self.cross_attn(
+                    x, encoder_attention_mask, key_value_states=encoder_hidden_states, cache=cache, **kwargs
+                )[0],
+            )
+        return self._residual(hidden_states, self.mlp_norm, self.mlp)
+
+
+# ================================================================================================ stack
+class ZooStackMixin:
+    """Makes a `PreTrainedModel` a stack of `ZooBlock`s. Call `build_stack` in `__init__`, `run_stack` in forward.
+
+    Token embedding (and its sqrt(d) scale) stays with the family, which knows where its vocabulary lives.
+    """
+
+    def build_stack(
+        self,
+        config,
+        num_layers: int,
+        is_causal: bool,
+        has_cross_attention: bool = False,
+        position_scheme: str | None = None,
+    ) -> None:
+        """`position_scheme` overrides config.position_embedding_type (ViT adds its 2-D positions itself)."""
+        self.is_causal = is_causal
+        self.positions = POSITION_SCHEMES[position_scheme or config.position_embedding_type](config, is_causal)
+        self.embed_norm = build_norm(config) if config.embedding_norm else None
+        self.embed_dropout = nn.Dropout(config.embedding_dropout)
+        self.layers = nn.ModuleList(
+            [ZooBlock(config, i, is_causal, has_cross_attention) for i in range(num_layers)]
+        )
+        # Post-norm blocks end normalised; pre-norm stacks need one last norm.
+        self.norm = build_norm(config) if config.norm_position == "pre" else None
+        self.gradient_checkpointing = False
+
+    def check_attention_implementation(self) -> None:
+        implementation = self.config._attn_implementation or "eager"
+        if "flash" in implementation and self.config.position_embedding_type in ("alibi", "relative"):
+            raise ValueError(
+                f"attn_implementation={implementation!r} cannot add the {self.config.position_embedding_type!r} "
+                "position bias to attention scores (FlashAttention kernels take no score bias here). Use 'sdpa', "
+                "'eager' or 'flex_attention', or a position scheme without a score bias (rope, learned, sinusoidal)."
+            )
+
+    def run_stack(
+        self,
+        inputs_embeds: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        cache: Cache | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        extra_embeddings: torch.Tensor | None = None,
+        **kwargs,
+    ) -> torch.Tensor:
+        self.check_attention_implementation()
+        self_cache = cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
+        past_length = self_cache.get_seq_length() if self_cache is not None else 0
+        query_length = inputs_embeds.shape[1]
+        if position_ids is None:
+            position_ids = torch.arange(query_length, device=inputs_embeds.device).unsqueeze(0) + past_length
+
+        hidden_states = inputs_embeds
+        for extra in (self.positions.embed(position_ids), extra_embeddings):
+            if extra is not None:
+                hidden_states = hidden_states + extra.to(hidden_states.dtype)
+        if self.embed_norm is not None:
+            hidden_states = self.embed_norm(hidden_states)
+        hidden_states = self.embed_dropout(hidden_states)
+
+        if self.is_causal:
+            mask = create_causal_mask(
+                config=self.config,
+                inputs_embeds=hidden_states,
+                attention_mask=attention_mask,
+                cache=self_cache,
+                position_ids=position_ids,
+            )
+        else:
+            mask = create_bidirectional_mask(
+                config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
+            )
+        cross_mask = None
+        if encoder_hidden_states is not None:
+            cross_mask = create_bidirectional_mask(
+                config=self.config,
+                inputs_embeds=hidden_states,
+                attention_mask=encoder_attention_mask,
+                encoder_hidden_states=encoder_hidden_states,
+            )
+        rotary = self.positions.rotary(position_ids, hidden_states.dtype)
+        bias = self.positions.score_bias(query_length, past_length + query_length, past_length, hidden_states.device)
+        if bias is not None:
+            bias = bias.to(hidden_states.dtype)
+
+        for layer in self.layers:
+            hidden_states = layer(
+                hidden_states,
+                attention_mask=mask,
+                position_embeddings=rotary,
+                position_bias=bias,
+                encoder_hidden_states=encoder_hidden_states,
+                encoder_attention_mask=cross_mask,
+                cache=cache,
+                **kwargs,
+            )
+        if self.norm is not None:
+            hidden_states = self.norm(hidden_states)
+        return hidden_states
+
+
+# ================================================================================================ base model
+class ZooPreTrainedModel(PreTrainedModel):
+    """Capabilities and weight initialisation shared by every family. Families set `config_class`, `AUTO_MAP`
+    and `_can_record_outputs`.
+    """
+
+    base_model_prefix = "model"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["ZooBlock"]
+    _supports_sdpa = True
+    _supports_flash_attn = True
+    _supports_flex_attn = True
+    _supports_attention_backend = True
+    _can_compile_fullgraph = True
+    # Every class of a family, so that a saved folder loads with any Auto class under trust_remote_code
+    # (transformers' save_pretrained only writes the entry of the class being saved).
+    AUTO_MAP: dict[str, str] = {}
+
+    def _init_weights(self, module):
+        super()._init_weights(module)
+        if isinstance(module, PositionScheme):
+            module.reset_buffers()
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **self.AUTO_MAP}
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
+
+class ZooPooler(nn.Module):
+    """BERT's pooler: tanh(W h_[CLS] + b)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = nn.Tanh()
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.activation(self.dense(hidden_states[:, 0]))
+
+
+def classifier_dropout(config) -> nn.Dropout:
+    return nn.Dropout(config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout)
