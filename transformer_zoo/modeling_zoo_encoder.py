@@ -7,7 +7,6 @@ post-norm blocks, GELU. Every head follows transformers' BERT so converted check
 import torch
 from torch import nn
 from torch.nn import CrossEntropyLoss
-from transformers.activations import ACT2FN
 from transformers.modeling_outputs import (
     BaseModelOutputWithPooling,
     MaskedLMOutput,
@@ -18,7 +17,6 @@ from transformers.modeling_outputs import (
 from transformers.utils import can_return_tuple
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
-from .configuration_zoo_common import GATED_ACTIVATIONS
 from .configuration_zoo_encoder import ZooEncoderConfig
 from .modeling_zoo_layers import (
     ZooAttention,
@@ -28,6 +26,7 @@ from .modeling_zoo_layers import (
     ZooStackMixin,
     build_norm,
     classifier_dropout,
+    get_activation,
 )
 
 
@@ -102,7 +101,7 @@ class ZooMaskedLMHead(nn.Module):
     def __init__(self, config: ZooEncoderConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.act_fn = ACT2FN[GATED_ACTIVATIONS.get(config.hidden_act, config.hidden_act)]
+        self.act_fn = get_activation(config.hidden_act)
         self.norm = build_norm(config)
         self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=True)
 
