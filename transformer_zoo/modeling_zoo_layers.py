@@ -548,9 +548,17 @@ class ZooStackMixin:
                 encoder_hidden_states=encoder_hidden_states,
             )
         rotary = self.positions.rotary(position_ids, hidden_states.dtype)
-        bias = self.positions.score_bias(query_length, past_length + query_length, past_length, hidden_states.device)
+        # The bias must span the keys attention will see. A StaticCache returns all max_cache_len slots (the unused
+        # ones masked), not past + query, so ask the cache, as create_causal_mask does; without this alibi/relative
+        # crashed with a shape mismatch under generate(cache_implementation="static").
+        key_length = past_length + query_length
+        if self_cache is not None:
+            key_length = self_cache.get_mask_sizes(query_length, 0)[0]
+        bias = self.positions.score_bias(query_length, key_length, past_length, hidden_states.device)
         if bias is not None:
-            bias = bias.to(hidden_states.dtype)
+            # Expanded (a view, no copy) to the batch: transformers' flex_attention score_mod indexes the bias as
+            # position_bias[batch_idx, head, q, kv], so a batch-1 bias crashed flex for any batch > 1.
+            bias = bias.to(hidden_states.dtype).expand(hidden_states.shape[0], -1, -1, -1)
 
         for layer in self.layers:
             # Tensors that may require grad (encoder_hidden_states; the learned relative position bias) go
