@@ -6,7 +6,6 @@ largest observed difference is about a quarter of that budget.
 """
 
 import importlib.util
-import os
 
 import pytest
 import torch
@@ -283,10 +282,7 @@ def test_score_bias_is_batched_for_flex_attention(
     assert all(shape[:2] == (batch, heads) for batch, shape in biased)
 
 
-@pytest.mark.skipif(
-    os.environ.get("ZOO_TEST_FLEX") != "1",
-    reason="compiles flex_attention (20-30 s cold on CPU); set ZOO_TEST_FLEX=1 to run",
-)
+@pytest.mark.compile  # compiles flex_attention: 20-30 s cold on CPU
 @pytest.mark.parametrize("position", ["alibi", "relative"])
 def test_flex_attention_with_score_bias(position, make_config, make_pair, random_ids, pad_batch):
     eager, flex = make_pair("decoder", make_config("decoder", position_embedding_type=position), ("eager", "flex_attention"))
