@@ -43,7 +43,6 @@ class ZooDecoderModel(ZooStackMixin, ZooDecoderPreTrainedModel):
     def __init__(self, config: ZooDecoderConfig):
         super().__init__(config)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, config.pad_token_id)
-        self.embed_scale = config.hidden_size**0.5 if config.scale_embedding else 1.0
         self.build_stack(config, config.num_hidden_layers, is_causal=True)
         self.post_init()
 
@@ -62,7 +61,7 @@ class ZooDecoderModel(ZooStackMixin, ZooDecoderPreTrainedModel):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
         if inputs_embeds is None:
-            inputs_embeds = self.embed_tokens(input_ids) * self.embed_scale
+            inputs_embeds = self.embed_input_ids(input_ids)
         if use_cache and cache is None:
             cache = DynamicCache(config=self.config)
         hidden_states = self.run_stack(

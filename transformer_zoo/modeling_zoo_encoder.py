@@ -55,7 +55,6 @@ class ZooEncoderModel(ZooStackMixin, ZooEncoderPreTrainedModel):
         self.embed_token_types = (
             nn.Embedding(config.type_vocab_size, config.hidden_size) if config.type_vocab_size else None
         )
-        self.embed_scale = config.hidden_size**0.5 if config.scale_embedding else 1.0
         self.build_stack(config, config.num_hidden_layers, is_causal=False)
         self.pooler = ZooPooler(config) if add_pooling_layer else None
         self.post_init()
@@ -73,7 +72,7 @@ class ZooEncoderModel(ZooStackMixin, ZooEncoderPreTrainedModel):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
         if inputs_embeds is None:
-            inputs_embeds = self.embed_tokens(input_ids) * self.embed_scale
+            inputs_embeds = self.embed_input_ids(input_ids)
         type_embeddings = None
         if self.embed_token_types is not None:
             if token_type_ids is None:

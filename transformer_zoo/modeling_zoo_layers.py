@@ -466,7 +466,8 @@ class ZooBlock(GradientCheckpointingLayer):
 class ZooStackMixin:
     """Makes a `PreTrainedModel` a stack of `ZooBlock`s. Call `build_stack` in `__init__`, `run_stack` in forward.
 
-    Token embedding (and its sqrt(d) scale) stays with the family, which knows where its vocabulary lives.
+    The family owns `embed_tokens` (it knows where its vocabulary lives); `embed_input_ids` applies it with the
+    optional sqrt(d) scale.
     """
 
     def build_stack(
@@ -479,6 +480,7 @@ class ZooStackMixin:
     ) -> None:
         """`position_scheme` overrides config.position_embedding_type (ViT adds its 2-D positions itself)."""
         self.is_causal = is_causal
+        self.embed_scale = config.hidden_size**0.5 if config.scale_embedding else 1.0
         self.positions = POSITION_SCHEMES[position_scheme or config.position_embedding_type](config, is_causal)
         self.embed_norm = build_norm(config) if config.embedding_norm else None
         self.embed_dropout = nn.Dropout(config.embedding_dropout)
@@ -488,6 +490,12 @@ class ZooStackMixin:
         # Post-norm blocks end normalised; pre-norm stacks need one last norm.
         self.norm = build_norm(config) if config.norm_position == "pre" else None
         self.gradient_checkpointing = False
+
+    def embed_input_ids(self, input_ids: torch.LongTensor) -> torch.Tensor:
+        """Token embeddings, times sqrt(hidden_size) when config.scale_embedding (skipped at 1: a full-size multiply
+        and its backward are not free)."""
+        embeddings = self.embed_tokens(input_ids)
+        return embeddings * self.embed_scale if self.embed_scale != 1.0 else embeddings
 
     def check_attention_implementation(self) -> None:
         implementation = self.config._attn_implementation or "eager"

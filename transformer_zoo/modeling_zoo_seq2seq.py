@@ -46,7 +46,6 @@ class ZooSeq2SeqEncoder(ZooStackMixin, ZooSeq2SeqPreTrainedModel):
     def __init__(self, config: ZooSeq2SeqConfig):
         super().__init__(config)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, config.pad_token_id)
-        self.embed_scale = config.hidden_size**0.5 if config.scale_embedding else 1.0
         self.build_stack(config, config.encoder_layers, is_causal=False)
         self.post_init()
 
@@ -55,7 +54,7 @@ class ZooSeq2SeqEncoder(ZooStackMixin, ZooSeq2SeqPreTrainedModel):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds to the encoder.")
         if inputs_embeds is None:
-            inputs_embeds = self.embed_tokens(input_ids) * self.embed_scale
+            inputs_embeds = self.embed_input_ids(input_ids)
         hidden_states = self.run_stack(inputs_embeds, attention_mask=attention_mask, **kwargs)
         return BaseModelOutput(last_hidden_state=hidden_states)
 
@@ -70,7 +69,6 @@ class ZooSeq2SeqDecoder(ZooStackMixin, ZooSeq2SeqPreTrainedModel):
     def __init__(self, config: ZooSeq2SeqConfig):
         super().__init__(config)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, config.pad_token_id)
-        self.embed_scale = config.hidden_size**0.5 if config.scale_embedding else 1.0
         self.build_stack(config, config.decoder_layers, is_causal=True, has_cross_attention=True)
         self.post_init()
 
@@ -91,7 +89,7 @@ class ZooSeq2SeqDecoder(ZooStackMixin, ZooSeq2SeqPreTrainedModel):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of decoder input_ids or inputs_embeds to the decoder.")
         if inputs_embeds is None:
-            inputs_embeds = self.embed_tokens(input_ids) * self.embed_scale
+            inputs_embeds = self.embed_input_ids(input_ids)
         if use_cache and cache is None:
             cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         hidden_states = self.run_stack(
