@@ -110,6 +110,9 @@ class ZooMLP(nn.Module):
 class PositionScheme(nn.Module):
     """No positional information (NoPE). Subclasses implement one of the three hooks."""
 
+    # True when score_bias returns a bias (FlashAttention kernels cannot add one).
+    adds_score_bias = False
+
     def __init__(self, config, is_causal: bool):
         super().__init__()
         self.is_causal = is_causal
@@ -227,6 +230,8 @@ class AlibiPositions(PositionScheme):
     variant bidirectional ALiBi models (e.g. MosaicBERT) use.
     """
 
+    adds_score_bias = True
+
     def __init__(self, config, is_causal: bool):
         super().__init__(config, is_causal)
         self.num_heads = config.num_attention_heads
@@ -261,6 +266,8 @@ class RelativePositionBias(PositionScheme):
     exact buckets for short distances and logarithmic ones up to `relative_attention_max_distance`. Shared by all
     layers of a stack, as in T5.
     """
+
+    adds_score_bias = True
 
     def __init__(self, config, is_causal: bool):
         super().__init__(config, is_causal)
@@ -499,7 +506,7 @@ class ZooStackMixin:
 
     def check_attention_implementation(self) -> None:
         implementation = self.config._attn_implementation or "eager"
-        if "flash" in implementation and self.config.position_embedding_type in ("alibi", "relative"):
+        if "flash" in implementation and self.positions.adds_score_bias:
             raise ValueError(
                 f"attn_implementation={implementation!r} cannot add the {self.config.position_embedding_type!r} "
                 "position bias to attention scores (FlashAttention kernels take no score bias here). Use 'sdpa', "
