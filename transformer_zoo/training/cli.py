@@ -1,0 +1,256 @@
+"""Command-line plumbing shared by the recipes: argparse with a help text for every flag, a YAML/JSON `--config`
+file whose values become defaults (so flags on the command line override it), and the shared training flags.
+
+    accelerate launch recipes/pretrain.py --config recipes/configs/pretrain-decoder-shakespeare.yaml --max_steps 50
+
+A config file is a mapping from flag names (without the dashes; `-` and `_` are interchangeable) to values.
+Unknown keys are refused with the closest flag name, and values are checked like command-line values (types,
+choices), so a typo in a file fails as early as one on the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import sys
+from pathlib import Path
+
+from .loop import TrainingConfig
+from .optim import SCHEDULES
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Shows each flag's default, and keeps the description's line breaks (for examples)."""
+
+
+def str2bool(value) -> bool:
+    if isinstance(value, bool):
+        return value
+    lowered = str(value).strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected a boolean (true/false), got {value!r}")
+
+
+def comma_list(value) -> list[str] | None:
+    """'a,b , c' -> ['a', 'b', 'c']; a YAML list passes through; '' -> None."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return [str(item).strip() for item in value if str(item).strip()]
+    items = [item.strip() for item in str(value).split(",") if item.strip()]
+    return items or None
+
+
+def int_list(value) -> list[int]:
+    """'1,2,3' -> [1, 2, 3] (e.g. --seeds)."""
+    try:
+        return [int(item) for item in comma_list(value) or []]
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}") from error
+
+
+def optional_int(value):
+    if value is None or str(value).strip().lower() in ("", "none", "null"):
+        return None
+    return int(value)
+
+
+def optional_float(value):
+    if value is None or str(value).strip().lower() in ("", "none", "null"):
+        return None
+    return float(value)
+
+
+def load_config_file(path: str | os.PathLike) -> dict:
+    """A YAML (.yaml/.yml) or JSON (.json) mapping of flag names to values."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"--config {path}: no such file.")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        values = yaml.safe_load(text)
+    elif path.suffix.lower() == ".json":
+        values = json.loads(text)
+    else:
+        raise ValueError(f"--config {path}: use a .yaml, .yml or .json file.")
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise ValueError(f"--config {path}: expected a mapping of flag names to values, got {type(values).__name__}.")
+    return {str(key).replace("-", "_"): value for key, value in values.items()}
+
+
+class RecipeArgumentParser(argparse.ArgumentParser):
+    """argparse with `--config FILE` and checks that every flag documents itself."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+        self.add_argument(
+            "--config", default=None, metavar="FILE",
+            help="YAML or JSON file of flag values (keys are flag names without dashes); flags given on the command "
+            "line override it. Presets live in recipes/configs/.",
+        )
+
+    def undocumented_flags(self) -> list[str]:
+        """Flags without a help text (a test keeps this empty: every recipe flag explains itself in --help)."""
+        return [action.option_strings[0] for action in self._actions
+                if action.option_strings and not (action.help or "").strip()]
+
+    def _actions_by_dest(self) -> dict[str, argparse.Action]:
+        return {action.dest: action for action in self._actions if action.dest not in ("help", "config")}
+
+    def parse_args(self, args=None, namespace=None):  # noqa: D102 - argparse's signature
+        argv = list(sys.argv[1:] if args is None else args)
+        pre = argparse.ArgumentParser(add_help=False)
+        pre.add_argument("--config", default=None)
+        known, _ = pre.parse_known_args(argv)
+        if known.config:
+            try:
+                values = load_config_file(known.config)
+            except (OSError, ValueError) as error:
+                self.error(str(error))
+            actions = self._actions_by_dest()
+            unknown = [key for key in values if key not in actions]
+            if unknown:
+                hints = []
+                for key in unknown:
+                    close = difflib.get_close_matches(key, list(actions), n=1)
+                    hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+                self.error(f"--config {known.config}: unknown keys {', '.join(hints)}.")
+            converted = {}
+            for key, value in values.items():
+                converted[key] = self._convert_file_value(actions[key], value, known.config)
+            self.set_defaults(**converted)
+        namespace = super().parse_args(argv, namespace)
+        self._check_choices(namespace)
+        return namespace
+
+    def _convert_file_value(self, action: argparse.Action, value, source: str):
+        # Values from the file go through the flag's own type so that "1e-4" (a string in YAML) becomes a float,
+        # and a bad value fails here, naming the file.
+        if value is None or isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+            return value
+        if isinstance(action, argparse.BooleanOptionalAction):
+            try:
+                return str2bool(value)
+            except argparse.ArgumentTypeError as error:
+                self.error(f"--config {source}: {action.dest}: {error}")
+        if action.type is None or isinstance(value, list) and action.type not in (comma_list, int_list):
+            return value
+        try:
+            return action.type(value)
+        except (argparse.ArgumentTypeError, TypeError, ValueError) as error:
+            self.error(f"--config {source}: {action.dest}={value!r}: {error}")
+
+    def _check_choices(self, namespace) -> None:
+        # argparse checks choices for command-line values only, not for defaults (which is where file values go).
+        for action in self._actions:
+            value = getattr(namespace, action.dest, None)
+            if action.choices is not None and value is not None and value not in action.choices:
+                self.error(f"argument {action.option_strings[0]}: invalid choice: {value!r} "
+                           f"(choose from {', '.join(map(str, action.choices))})")
+
+
+# ================================================================================================ shared flags
+def add_training_arguments(parser: argparse.ArgumentParser, **defaults) -> None:
+    """The loop's flags (TrainingConfig), with recipe-specific defaults given as keyword arguments."""
+    d = {field: getattr(TrainingConfig, field) for field in TrainingConfig.__dataclass_fields__
+         if hasattr(TrainingConfig, field)}
+    d.update(defaults)
+
+    run = parser.add_argument_group("run and output")
+    run.add_argument("--output_dir", default=d["output_dir"],
+                     help="Folder for the trained model, tokenizer, model card, metrics.jsonl, curves and checkpoints.")
+    run.add_argument("--seed", type=int, default=d["seed"],
+                     help="Random seed for initialisation, data order, masking and dropout.")
+    run.add_argument("--resume", nargs="?", const=True, default=False,
+                     help="Continue from the newest checkpoint in --output_dir/checkpoints (or from the checkpoint "
+                     "folder given). Use the same flags as the interrupted run.")
+    run.add_argument("--report_to", default=d["report_to"],
+                     help="Accelerate trackers: 'auto' (TensorBoard when installed), 'none', or a comma list "
+                     "(tensorboard, wandb, ...). metrics.jsonl is always written.")
+    run.add_argument("--logging_steps", type=int, default=d["logging_steps"],
+                     help="Write the mean training loss, learning rate and throughput every N optimiser steps.")
+    run.add_argument("--eval_steps", type=optional_int, default=d["eval_steps"],
+                     help="Evaluate on the validation split every N steps (always at the end; 'none' = end only).")
+    run.add_argument("--save_steps", type=optional_int, default=d["save_steps"],
+                     help="Write a resumable checkpoint every N steps ('none' = never).")
+    run.add_argument("--save_total_limit", type=int, default=d["save_total_limit"],
+                     help="Keep only the newest K checkpoints (0 keeps all).")
+    run.add_argument("--progress_bar", type=str2bool, default=d["progress_bar"],
+                     help="Show tqdm progress bars (live loss, learning rate, throughput).")
+    run.add_argument("--cpu", action="store_true", default=d["cpu"],
+                     help="Train on the CPU even where a GPU is available.")
+    run.add_argument("--cpu_threads", default="auto",
+                     help="CPU threads per process: 'auto' = the available cores divided by the processes on this "
+                     "machine (`accelerate launch` alone would leave 1 thread on a machine without GPU), a number, "
+                     "or 'none' to keep OMP_NUM_THREADS.")
+
+    length = parser.add_argument_group("length and batches")
+    length.add_argument("--max_steps", type=optional_int, default=d["max_steps"],
+                        help="Optimiser steps to train ('none' = --num_epochs passes over the training split).")
+    length.add_argument("--num_epochs", type=float, default=d["num_epochs"],
+                        help="Passes over the training split when --max_steps is none (fractions allowed).")
+    length.add_argument("--per_device_batch_size", type=int, default=d["per_device_batch_size"],
+                        help="Examples (sequences or images) per process per forward pass.")
+    length.add_argument("--gradient_accumulation_steps", type=int, default=d["gradient_accumulation_steps"],
+                        help="Forward/backward passes per optimiser step. Global batch = per-device batch x "
+                        "processes x this.")
+    length.add_argument("--eval_batch_size", type=optional_int, default=d["eval_batch_size"],
+                        help="Examples per evaluation batch ('none' = --per_device_batch_size).")
+
+    optim = parser.add_argument_group("optimiser and schedule")
+    optim.add_argument("--learning_rate", type=float, default=d["learning_rate"],
+                       help="Peak learning rate (reached at the end of warmup).")
+    optim.add_argument("--weight_decay", type=float, default=d["weight_decay"],
+                       help="AdamW decoupled weight decay; never applied to biases and normalisation weights.")
+    optim.add_argument("--adam_beta1", type=float, default=d["adam_beta1"], help="AdamW beta1.")
+    optim.add_argument("--adam_beta2", type=float, default=d["adam_beta2"],
+                       help="AdamW beta2 (Vaswani et al. used 0.98).")
+    optim.add_argument("--adam_epsilon", type=float, default=d["adam_epsilon"],
+                       help="AdamW epsilon (Vaswani et al. used 1e-9).")
+    optim.add_argument("--lr_scheduler", choices=list(SCHEDULES), default=d["lr_scheduler"],
+                       help="Decay after warmup: linear to 0, cosine to 0, inverse_sqrt (Vaswani et al.), constant.")
+    optim.add_argument("--warmup_steps", type=optional_int, default=d["warmup_steps"],
+                       help="Linear warmup steps ('none' = --warmup_ratio of the run).")
+    optim.add_argument("--warmup_ratio", type=float, default=d["warmup_ratio"],
+                       help="Warmup as a fraction of the run, used when --warmup_steps is none.")
+    optim.add_argument("--max_grad_norm", type=optional_float, default=d["max_grad_norm"],
+                       help="Clip the global gradient norm to this ('none' or 0 = no clipping).")
+    optim.add_argument("--label_smoothing", type=float, default=d["label_smoothing"],
+                       help="Label smoothing of the cross-entropy (Vaswani et al. used 0.1).")
+    optim.add_argument("--mixed_precision", choices=["no", "bf16", "fp16"], default=d["mixed_precision"],
+                       help="Autocast precision via Accelerate (fp16 adds a gradient scaler; bf16 works on CPUs).")
+
+
+def add_early_stopping_arguments(parser: argparse.ArgumentParser, *, metric: str = "eval_loss") -> None:
+    group = parser.add_argument_group("early stopping and best model")
+    group.add_argument("--early_stopping_metric", default=metric,
+                       help="Validation metric that picks the best checkpoint (eval_loss, perplexity, accuracy, "
+                       "f1_macro, seqeval_f1, bleu, chrf, ...).")
+    group.add_argument("--greater_is_better", type=str2bool, default=None,
+                       help="Whether a larger metric is better (default: false for losses and perplexity, else "
+                       "true).")
+    group.add_argument("--early_stopping_patience", type=optional_int, default=None,
+                       help="Stop after this many evaluations without improvement ('none' = train to the end).")
+    group.add_argument("--load_best_at_end", type=str2bool, default=True,
+                       help="Reload the best validation model before the final test evaluation and save.")
+
+
+def training_config_from_args(args: argparse.Namespace, **overrides) -> TrainingConfig:
+    values = {**vars(args), **overrides}
+    return TrainingConfig.from_dict(values)
+
+
+def save_arguments(args: argparse.Namespace, path: str | os.PathLike) -> None:
+    """The resolved flags as JSON, loadable again with --config (to repeat or inspect a run)."""
+    values = {key: value for key, value in vars(args).items() if key not in ("config", "resume")}
+    Path(path).write_text(json.dumps(values, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")

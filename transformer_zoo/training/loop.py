@@ -1,0 +1,649 @@
+"""The training loop of the recipes, on Accelerate: one code path for one CPU, GPUs and several processes.
+
+`train(model, dataset, collate_fn, TrainingConfig(...))` runs AdamW with a warmup-then-decay schedule, gradient
+accumulation, clipping and mixed precision; logs to a JSONL file, Accelerate trackers and a tqdm bar; evaluates,
+keeps the best model and stops early on a chosen metric; and writes crash-safe checkpoints from which `resume=True`
+continues on exactly the trajectory of an uninterrupted run (bit for bit on CPU).
+
+Why the loop batches the data itself instead of preparing a DataLoader with Accelerate: a prepared DataLoader
+collates one batch ahead of the step that uses it, so random collation (masked-LM masking draws from the global RNG)
+happens before the previous step's dropout. A checkpoint taken between two steps then cannot restore the RNG to the
+point the next batch was masked at. Here every micro-batch is drawn and collated at the start of the step that uses
+it, from an order that depends only on (seed, epoch), and each process takes its slice of every global batch, so the
+data position is two integers and the RNG state at a step boundary is all the randomness there is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import random
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from accelerate import Accelerator
+from accelerate.logging import get_logger
+from accelerate.utils import gather_object, set_seed
+from tqdm.auto import tqdm
+
+from .checkpointing import (
+    atomic_directory_commit,
+    latest_checkpoint,
+    load_checkpoint,
+    model_state_from_file,
+    model_state_to_file,
+    read_json,
+    save_checkpoint,
+    write_json,
+)
+from .optim import build_optimizer, build_scheduler, resolve_warmup_steps
+from .reporting import METRICS_FILE, MetricsLog, flat_hyperparameters, tracker_names
+
+
+logger = get_logger(__name__)
+
+CHECKPOINTS_DIR = "checkpoints"
+BEST_MODEL_DIR = "best-model"
+LOWER_IS_BETTER = ("loss", "perplexity")
+
+
+# ================================================================================================ configuration
+@dataclass
+class TrainingConfig:
+    """Everything the loop needs to know about a run. Defaults are the classic choices (AdamW 0.9/0.999/1e-8,
+    weight decay 0.01 except biases and norms, linear warmup then decay, clipping at 1.0).
+    """
+
+    output_dir: str = "outputs/run"
+    # Length: optimiser steps when max_steps is set, else num_epochs passes over the training set.
+    max_steps: int | None = None
+    num_epochs: float = 1.0
+    # Examples per process per forward pass; the global batch is this x processes x gradient_accumulation_steps.
+    per_device_batch_size: int = 8
+    gradient_accumulation_steps: int = 1
+    eval_batch_size: int | None = None  # None = per_device_batch_size
+    learning_rate: float = 5e-4
+    weight_decay: float = 0.01
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-8
+    lr_scheduler: str = "linear"  # linear | cosine | inverse_sqrt | constant (see optim.SCHEDULES)
+    warmup_steps: int | None = None  # None = warmup_ratio of the run
+    warmup_ratio: float = 0.0
+    max_grad_norm: float | None = 1.0  # None or 0 = no clipping (the norm is still logged)
+    label_smoothing: float = 0.0
+    mixed_precision: str = "no"  # no | bf16 | fp16 (Accelerate autocast; fp16 adds a gradient scaler)
+    seed: int = 42
+    shuffle: bool = True
+    logging_steps: int = 10
+    eval_steps: int | None = None  # None = evaluate at the end only
+    save_steps: int | None = None  # None = no intermediate checkpoints
+    save_total_limit: int = 2  # checkpoints kept (the newest ones)
+    resume: bool | str = False  # True = the newest checkpoint in output_dir, or a checkpoint folder
+    early_stopping_metric: str = "eval_loss"
+    greater_is_better: bool | None = None  # None = False for losses and perplexity, True otherwise
+    early_stopping_patience: int | None = None  # evaluations without improvement before stopping; None = never
+    load_best_at_end: bool = True
+    report_to: str = "auto"  # auto (TensorBoard when installed) | none | comma list of Accelerate trackers
+    run_name: str = "transformer-zoo"
+    progress_bar: bool = True
+    throughput_unit: str = "tokens"  # tokens | images: what the progress bar and the log count per second
+    cpu: bool = False  # force the CPU even where a GPU exists
+    # Intra-op CPU threads per process: None leaves torch's setting; "auto" = the cores this process may use divided
+    # by the processes on this machine (`accelerate launch` otherwise sets OMP_NUM_THREADS=1 on GPU-less machines).
+    cpu_threads: int | str | None = None
+
+    def __post_init__(self):
+        if self.per_device_batch_size < 1 or self.gradient_accumulation_steps < 1:
+            raise ValueError("per_device_batch_size and gradient_accumulation_steps must be >= 1.")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}.")
+        if self.mixed_precision not in ("no", "bf16", "fp16"):
+            raise ValueError(f"mixed_precision must be no, bf16 or fp16, got {self.mixed_precision!r}.")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}.")
+        if self.throughput_unit not in ("tokens", "images"):
+            raise ValueError(f"throughput_unit must be tokens or images, got {self.throughput_unit!r}.")
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "TrainingConfig":
+        """Build from a dict that may hold other keys too (e.g. all of a recipe's parsed arguments)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in values.items() if key in names})
+
+    def metric_greater_is_better(self) -> bool:
+        if self.greater_is_better is not None:
+            return self.greater_is_better
+        return not any(word in self.early_stopping_metric for word in LOWER_IS_BETTER)
+
+
+@dataclass
+class TrainingProgress:
+    """The loop's own state, saved in every checkpoint (trainer_state.json)."""
+
+    step: int = 0  # optimiser steps done
+    epoch: int = 0  # data position: the next micro-batch is number `micro_batch` of epoch `epoch`
+    micro_batch: int = 0
+    tokens_seen: int = 0
+    examples_seen: int = 0
+    # The partial logging window (losses of steps not yet written to the JSONL file).
+    window_loss_sum: float = 0.0
+    window_steps: int = 0
+    best_metric: float | None = None
+    best_step: int | None = None
+    evaluations_without_improvement: int = 0
+    stopped_early: bool = False
+    seed: int = 0
+    global_micro_batch: int = 0  # examples per micro-batch over all processes: a resume must keep it
+    train_seconds: float = 0.0
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "TrainingProgress":
+        names = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in values.items() if key in names})
+
+
+@dataclass
+class TrainResult:
+    model: torch.nn.Module  # unwrapped (no DDP); the best model when load_best_at_end and one was kept
+    progress: TrainingProgress
+    total_steps: int
+    final_metrics: dict = field(default_factory=dict)  # the last evaluation (before reloading the best model)
+    best_metrics: dict | None = None
+    accelerator: Accelerator | None = None
+
+
+# ================================================================================================ accelerator
+def accelerator_available() -> bool:
+    if torch.cuda.is_available():
+        return True
+    xpu = getattr(torch, "xpu", None)
+    if xpu is not None and xpu.is_available():
+        return True
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
+
+
+def create_accelerator(config: TrainingConfig) -> Accelerator:
+    """The Accelerator for a run. On a machine without GPUs it runs on the CPU, which also makes
+    `accelerate launch --multi_gpu --num_processes N` start N CPU processes over gloo.
+    """
+    trackers = tracker_names(config.report_to)
+    accelerator = Accelerator(
+        cpu=config.cpu or not accelerator_available(),
+        mixed_precision=config.mixed_precision,
+        log_with=trackers or None,
+        project_dir=config.output_dir,
+    )
+    set_cpu_threads(config.cpu_threads, accelerator)
+    return accelerator
+
+
+def set_cpu_threads(cpu_threads: int | str | None, accelerator: Accelerator) -> None:
+    if cpu_threads in (None, "none"):
+        return
+    if cpu_threads == "auto":
+        if accelerator.device.type != "cpu":
+            return  # a GPU does the work; the CPU threads only feed it
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:  # not on Linux
+            cores = os.cpu_count() or 1
+        local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))
+        threads = max(1, cores // max(1, local_processes))
+    else:
+        threads = int(cpu_threads)
+    if threads < 1:
+        raise ValueError(f"cpu_threads must be 'auto' or a positive number, got {cpu_threads!r}.")
+    torch.set_num_threads(threads)
+
+
+# ================================================================================================ data order
+def epoch_order(num_examples: int, seed: int, epoch: int, shuffle: bool = True) -> list[int]:
+    """The example order of one epoch: a permutation that depends only on (seed, epoch)."""
+    if not shuffle:
+        return list(range(num_examples))
+    generator = torch.Generator().manual_seed(seed * 100_003 + epoch)
+    return torch.randperm(num_examples, generator=generator).tolist()
+
+
+def micro_batch_stream(
+    num_examples: int, global_micro_batch: int, *, seed: int, shuffle: bool, start_epoch: int = 0,
+    start_micro_batch: int = 0,
+) -> Iterator[tuple[int, int, list[int]]]:
+    """Endless (epoch, micro-batch index, example indices of the global micro-batch), starting at a data position.
+
+    The incomplete last micro-batch of an epoch is dropped so every process always gets the same batch shape.
+    """
+    per_epoch = num_examples // global_micro_batch
+    epoch, position = start_epoch, start_micro_batch
+    while True:
+        if position < per_epoch:
+            order = epoch_order(num_examples, seed, epoch, shuffle)
+            while position < per_epoch:
+                yield epoch, position, order[position * global_micro_batch : (position + 1) * global_micro_batch]
+                position += 1
+        epoch, position = epoch + 1, 0
+
+
+def move_to_device(batch: dict, device) -> dict:
+    return {key: value.to(device) if isinstance(value, torch.Tensor) else value for key, value in batch.items()}
+
+
+def batch_units(batch: dict, *, is_encoder_decoder: bool = False) -> tuple[int, int]:
+    """(tokens, examples) in a batch. Tokens are non-padding input tokens, plus target tokens for an
+    encoder-decoder; for images the token count is left to the caller (examples are images).
+    """
+    if "pixel_values" in batch:
+        count = int(batch["pixel_values"].shape[0])
+        return count, count
+    input_ids = batch["input_ids"]
+    mask = batch.get("attention_mask")
+    tokens = int(mask.sum()) if mask is not None else input_ids.numel()
+    if is_encoder_decoder and "labels" in batch:
+        tokens += int((batch["labels"] != -100).sum())
+    return tokens, int(input_ids.shape[0])
+
+
+# ================================================================================================ losses
+LossFn = Callable[[torch.nn.Module, dict], torch.Tensor]
+
+
+def model_loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
+    """The loss the model computes itself from `labels`."""
+    outputs = model(**batch)
+    if getattr(outputs, "loss", None) is None:
+        raise ValueError(f"{type(model).__name__} returned no loss: the batch has no labels it can use.")
+    return outputs.loss
+
+
+def make_loss_fn(kind: str = "model", label_smoothing: float = 0.0) -> LossFn:
+    """The training loss. Without label smoothing it is the model's own loss. With it, cross-entropy with smoothing
+    (Szegedy et al. 2016; Vaswani et al. use 0.1) over the logits: `kind` is "causal_lm" (labels shifted by one),
+    "token" (masked LM, seq2seq, token classification: labels aligned with logits) or "sequence" (one label per
+    example). Labels of -100 are ignored, as everywhere in transformers.
+    """
+    if label_smoothing == 0.0 or kind == "model":
+        return model_loss
+    if kind not in ("causal_lm", "token", "sequence"):
+        raise ValueError(f"Unknown loss kind {kind!r}; choose causal_lm, token, sequence or model.")
+
+    def smoothed_loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
+        outputs = model(**batch)
+        logits, labels = outputs.logits, batch["labels"]
+        if kind == "causal_lm":
+            logits, labels = logits[:, :-1], labels[:, 1:]
+        return F.cross_entropy(
+            logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1).to(logits.device),
+            ignore_index=-100, label_smoothing=label_smoothing,
+        )
+
+    return smoothed_loss
+
+
+def _loss_weight(batch: dict) -> int:
+    labels = batch.get("labels")
+    if labels is None:
+        return 1
+    if labels.dim() > 1:
+        return max(int((labels != -100).sum()), 1)
+    return int(labels.shape[0])
+
+
+# ================================================================================================ evaluation
+@contextlib.contextmanager
+def isolated_rng(seed: int):
+    """Run a block with every RNG seeded to `seed`, then put the previous states back: evaluation (e.g. random
+    masking of a masked-LM validation set) sees the same randomness every time and never shifts training's.
+    """
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        torch.manual_seed(seed)
+        try:
+            yield
+        finally:
+            random.setstate(python_state)
+            np.random.set_state(numpy_state)
+
+
+def shard_range(num_examples: int, num_processes: int, process_index: int) -> range:
+    """This process's contiguous share of an evaluation set (no example repeated, shares differ by at most one)."""
+    per_process, remainder = divmod(num_examples, num_processes)
+    start = process_index * per_process + min(process_index, remainder)
+    return range(start, start + per_process + (process_index < remainder))
+
+
+@torch.no_grad()
+def evaluate(
+    model: torch.nn.Module,
+    dataset,
+    collate_fn: Callable[[list[dict]], dict],
+    *,
+    accelerator: Accelerator,
+    batch_size: int = 16,
+    loss_fn: LossFn | None = model_loss,
+    predict_step: Callable[[torch.nn.Module, dict], dict[str, list]] | None = None,
+    compute_metrics: Callable[[dict[str, list]], dict] | None = None,
+    perplexity: bool = False,
+    seed: int = 0,
+    description: str = "evaluating",
+) -> dict:
+    """Mean loss over `dataset` (weighted by label count), optional perplexity, and metrics.
+
+    Each process evaluates its shard. `predict_step(model, batch)` returns lists (predictions, references, ...);
+    they are gathered from all processes in order, and `compute_metrics(gathered)` turns them into numbers.
+    Collective: every process must call it; every process gets the same dict.
+    """
+    unwrapped = accelerator.unwrap_model(model)
+    was_training = unwrapped.training
+    unwrapped.eval()
+    indices = shard_range(len(dataset), accelerator.num_processes, accelerator.process_index)
+    loss_sum, weight_sum = 0.0, 0
+    outputs: dict[str, list] = {}
+    with isolated_rng(seed):
+        bar = tqdm(
+            total=math.ceil(len(indices) / batch_size), desc=description, leave=False,
+            disable=not accelerator.is_local_main_process,
+        )
+        for start in range(indices.start, indices.stop, batch_size):
+            examples = [dataset[i] for i in range(start, min(start + batch_size, indices.stop))]
+            batch = move_to_device(collate_fn(examples), accelerator.device)
+            if loss_fn is not None:
+                with accelerator.autocast():
+                    loss = loss_fn(unwrapped, batch)
+                weight = _loss_weight(batch)
+                loss_sum += float(loss.float()) * weight
+                weight_sum += weight
+            if predict_step is not None:
+                for key, values in predict_step(unwrapped, batch).items():
+                    outputs.setdefault(key, []).extend(values)
+            bar.update(1)
+        bar.close()
+    metrics: dict = {}
+    if loss_fn is not None:
+        totals = torch.tensor([loss_sum, float(weight_sum)], dtype=torch.float64, device=accelerator.device)
+        totals = accelerator.reduce(totals, reduction="sum")
+        metrics["eval_loss"] = float(totals[0] / totals[1]) if totals[1] > 0 else float("nan")
+        if perplexity:
+            metrics["perplexity"] = float(math.exp(min(metrics["eval_loss"], 700.0)))
+    if predict_step is not None:
+        gathered = {key: gather_object(values) if accelerator.num_processes > 1 else values
+                    for key, values in outputs.items()}
+        if compute_metrics is not None:
+            metrics.update(compute_metrics(gathered))
+    unwrapped.train(was_training)
+    return metrics
+
+
+# ================================================================================================ best model
+def save_best_model(accelerator: Accelerator, model: torch.nn.Module, directory: Path, info: dict) -> None:
+    """The weights of the best evaluation so far, written atomically like a checkpoint."""
+    if accelerator.is_main_process:
+        temporary = directory.with_name(f".tmp-{directory.name}")
+        if temporary.exists():
+            shutil.rmtree(temporary)
+        temporary.mkdir(parents=True)
+        model_state_to_file(accelerator.unwrap_model(model), temporary / "model.safetensors")
+        write_json(temporary / "best.json", info)
+        atomic_directory_commit(temporary, directory)
+    accelerator.wait_for_everyone()
+
+
+def load_best_model(accelerator: Accelerator, model: torch.nn.Module, directory: Path) -> dict:
+    model_state_from_file(accelerator.unwrap_model(model), directory / "model.safetensors")
+    return read_json(directory / "best.json")
+
+
+# ================================================================================================ training
+def _improved(value: float, best: float | None, greater_is_better: bool) -> bool:
+    if best is None or math.isnan(best):
+        return not math.isnan(value)
+    return value > best if greater_is_better else value < best
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _say(accelerator: Accelerator, bar, message: str) -> None:
+    # Printed above the progress bar, once (main process), whatever the logging configuration.
+    if accelerator.is_main_process:
+        bar.write(message)
+
+
+def _start_fresh(output_dir: Path, accelerator: Accelerator) -> None:
+    # A new run in a folder that holds an older run's records: remove them so files never mix two runs.
+    if accelerator.is_main_process:
+        stale = [output_dir / METRICS_FILE, output_dir / CHECKPOINTS_DIR, output_dir / BEST_MODEL_DIR]
+        if any(path.exists() for path in stale):
+            logger.warning(
+                f"{output_dir} holds an earlier run's metrics/checkpoints; starting afresh (pass --resume to continue it)."
+            )
+        for path in stale:
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+    accelerator.wait_for_everyone()
+
+
+def train(
+    model: torch.nn.Module,
+    train_dataset,
+    collate_fn: Callable[[list[dict]], dict],
+    config: TrainingConfig,
+    *,
+    eval_fn: Callable[[torch.nn.Module], dict] | None = None,
+    loss_fn: LossFn | None = None,
+    accelerator: Accelerator | None = None,
+    tracker_config: dict | None = None,
+) -> TrainResult:
+    """Train `model` on `train_dataset` (any indexable of examples that `collate_fn` turns into a batch of tensors
+    including `labels`) as `config` says.
+
+    eval_fn(model) -> metrics dict is called every `eval_steps` and at the end (see `evaluate`); it must return
+    `config.early_stopping_metric`. The model is built (and seeded) by the caller; it is prepared here.
+    """
+    accelerator = accelerator or create_accelerator(config)
+    output_dir = Path(config.output_dir)
+    if accelerator.is_main_process:
+        output_dir.mkdir(parents=True, exist_ok=True)
+    loss_fn = loss_fn or model_loss
+    world = accelerator.num_processes
+    global_micro_batch = config.per_device_batch_size * world
+    if len(train_dataset) < global_micro_batch:
+        raise ValueError(
+            f"The training set has {len(train_dataset)} examples, fewer than one batch "
+            f"({config.per_device_batch_size} per process x {world} processes): lower --per_device_batch_size "
+            "or use more data."
+        )
+    micro_batches_per_epoch = len(train_dataset) // global_micro_batch
+    accumulation = config.gradient_accumulation_steps
+    total_steps = config.max_steps or max(1, int(config.num_epochs * micro_batches_per_epoch) // accumulation)
+    warmup_steps = resolve_warmup_steps(total_steps, config.warmup_steps, config.warmup_ratio)
+    is_encoder_decoder = bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False))
+
+    optimizer = build_optimizer(
+        model, learning_rate=config.learning_rate, weight_decay=config.weight_decay,
+        betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_epsilon,
+    )
+    # The scheduler is not prepared: Accelerate would step it once per process per call.
+    scheduler = build_scheduler(optimizer, config.lr_scheduler, warmup_steps=warmup_steps, total_steps=total_steps)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+
+    metrics_log = MetricsLog(output_dir / METRICS_FILE, enabled=accelerator.is_main_process)
+    checkpoints_dir = output_dir / CHECKPOINTS_DIR
+    best_dir = output_dir / BEST_MODEL_DIR
+    progress = TrainingProgress(seed=config.seed, global_micro_batch=global_micro_batch)
+    checkpoint = None
+    if config.resume:
+        checkpoint = Path(config.resume) if isinstance(config.resume, str) else latest_checkpoint(checkpoints_dir)
+        if checkpoint is None:
+            logger.warning(f"--resume: no checkpoint in {checkpoints_dir}; starting from scratch.")
+    if checkpoint is not None:
+        saved = load_checkpoint(accelerator, checkpoint, model=model, optimizer=optimizer, scheduler=scheduler)
+        progress = TrainingProgress.from_dict(saved)
+        if progress.global_micro_batch != global_micro_batch:
+            raise ValueError(
+                f"{checkpoint} was trained with {progress.global_micro_batch} examples per micro-batch over all "
+                f"processes; this run has {global_micro_batch}. Resume with the same per-device batch size x "
+                "processes, or the data position would be wrong."
+            )
+        metrics_log.truncate_after(progress.step)
+    else:
+        _start_fresh(output_dir, accelerator)
+        # Per-process seeds (device_specific) so dropout differs across processes as it would on one big batch.
+        set_seed(config.seed, device_specific=True)
+
+    accelerator.project_configuration.set_directories(str(output_dir))
+    accelerator.init_trackers(
+        "tensorboard", config=flat_hyperparameters({**asdict(config), **(tracker_config or {})})
+    )
+    unit = config.throughput_unit
+    logger.info(
+        f"Training {total_steps} steps: {config.per_device_batch_size} examples x {world} process(es) x "
+        f"{accumulation} accumulation = {global_micro_batch * accumulation} examples per step; "
+        f"{micro_batches_per_epoch // accumulation} steps per epoch; warmup {warmup_steps} steps.",
+        main_process_only=True,
+    )
+
+    stream = micro_batch_stream(
+        len(train_dataset), global_micro_batch, seed=config.seed, shuffle=config.shuffle,
+        start_epoch=progress.epoch, start_micro_batch=progress.micro_batch,
+    )
+    rank_slice = slice(
+        accelerator.process_index * config.per_device_batch_size,
+        (accelerator.process_index + 1) * config.per_device_batch_size,
+    )
+    greater = config.metric_greater_is_better()
+    final_metrics: dict = {}
+    bar = tqdm(
+        total=total_steps, initial=progress.step, desc="training", dynamic_ncols=True,
+        disable=not (config.progress_bar and accelerator.is_local_main_process),
+    )
+    window_start, window_units = time.perf_counter(), 0
+    run_start = time.perf_counter() - progress.train_seconds
+    model.train()
+    while progress.step < total_steps and not progress.stopped_early:
+        step_loss = torch.zeros((), dtype=torch.float32, device=accelerator.device)
+        units = torch.zeros(2, dtype=torch.float64, device=accelerator.device)  # tokens, examples on this process
+        for micro_index in range(accumulation):
+            epoch, position, indices = next(stream)
+            examples = [train_dataset[i] for i in indices[rank_slice]]
+            batch = move_to_device(collate_fn(examples), accelerator.device)
+            tokens, count = batch_units(batch, is_encoder_decoder=is_encoder_decoder)
+            units += torch.tensor([tokens, count], dtype=torch.float64, device=accelerator.device)
+            last = micro_index == accumulation - 1
+            # Gradients are all-reduced on the last micro-batch only.
+            sync = contextlib.nullcontext() if last or world == 1 else accelerator.no_sync(model)
+            with sync:
+                loss = loss_fn(model, batch)
+                accelerator.backward(loss / accumulation)
+            step_loss += loss.detach().float()
+            progress.epoch, progress.micro_batch = epoch, position + 1
+        grad_norm = accelerator.clip_grad_norm_(trainable, config.max_grad_norm or float("inf"))
+        learning_rate = optimizer.param_groups[0]["lr"]  # the rate this step used
+        optimizer.step()
+        if not accelerator.optimizer_step_was_skipped:  # an fp16 overflow skips the update; keep the schedule
+            scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        progress.step += 1
+
+        totals = accelerator.reduce(
+            torch.cat([(step_loss / accumulation).double().reshape(1), units]), reduction="sum"
+        )
+        step_mean_loss = float(totals[0]) / world
+        progress.tokens_seen += int(totals[1])
+        progress.examples_seen += int(totals[2])
+        progress.window_loss_sum += step_mean_loss
+        progress.window_steps += 1
+        window_units += int(totals[1] if unit == "tokens" else totals[2])
+        bar.update(1)
+
+        if progress.step % config.logging_steps == 0 or progress.step == total_steps:
+            elapsed = time.perf_counter() - window_start
+            record = {
+                "step": progress.step,
+                "epoch": round(progress.epoch + progress.micro_batch / micro_batches_per_epoch, 4),
+                "loss": progress.window_loss_sum / progress.window_steps,
+                "lr": learning_rate,
+                "grad_norm": float(grad_norm) if grad_norm is not None else None,
+                "tokens_seen": progress.tokens_seen,
+                "examples_seen": progress.examples_seen,
+                f"{unit}_per_second": window_units / elapsed if elapsed > 0 else None,
+                "elapsed_seconds": time.perf_counter() - run_start,
+            }
+            metrics_log.append(record)
+            accelerator.log({f"train/{k}": v for k, v in record.items() if k != "step" and v is not None},
+                            step=progress.step)
+            bar.set_postfix(
+                loss=f"{record['loss']:.4f}", lr=f"{learning_rate:.2e}",
+                **{f"{'tok' if unit == 'tokens' else 'img'}/s": f"{record[f'{unit}_per_second'] or 0:,.0f}"},
+            )
+            progress.window_loss_sum, progress.window_steps = 0.0, 0
+            window_start, window_units = time.perf_counter(), 0
+
+        evaluate_now = eval_fn is not None and (
+            progress.step == total_steps or (config.eval_steps and progress.step % config.eval_steps == 0)
+        )
+        if evaluate_now:
+            final_metrics = eval_fn(model)
+            metrics_log.append({"step": progress.step, "split": "validation", **final_metrics})
+            accelerator.log({f"validation/{k}": v for k, v in final_metrics.items() if _is_number(v)},
+                            step=progress.step)
+            _say(accelerator, bar, f"step {progress.step}: " + ", ".join(
+                f"{k} {v:.4g}" for k, v in final_metrics.items() if isinstance(v, (int, float))))
+            if config.early_stopping_metric not in final_metrics:
+                raise ValueError(
+                    f"early_stopping_metric {config.early_stopping_metric!r} is not among the evaluation metrics "
+                    f"({', '.join(final_metrics)})."
+                )
+            value = float(final_metrics[config.early_stopping_metric])
+            if _improved(value, progress.best_metric, greater):
+                progress.best_metric, progress.best_step = value, progress.step
+                progress.evaluations_without_improvement = 0
+                save_best_model(accelerator, model, best_dir, {"step": progress.step, **final_metrics})
+            else:
+                progress.evaluations_without_improvement += 1
+                patience = config.early_stopping_patience
+                if patience is not None and progress.evaluations_without_improvement >= patience:
+                    progress.stopped_early = True
+                    _say(accelerator, bar, f"Early stopping at step {progress.step}: {config.early_stopping_metric} has not "
+                              f"improved for {patience} evaluations (best {progress.best_metric:.4g} at step "
+                              f"{progress.best_step}).")
+
+        if config.save_steps and progress.step % config.save_steps == 0 and progress.step < total_steps:
+            progress.train_seconds = time.perf_counter() - run_start
+            save_checkpoint(
+                accelerator, checkpoints_dir, progress.step, model=model, optimizer=optimizer, scheduler=scheduler,
+                trainer_state=asdict(progress), keep_last=config.save_total_limit,
+            )
+    bar.close()
+    progress.train_seconds = time.perf_counter() - run_start
+    accelerator.wait_for_everyone()
+
+    best_metrics = None
+    if config.load_best_at_end and progress.best_step is not None and (best_dir / "best.json").is_file():
+        best_metrics = load_best_model(accelerator, model, best_dir)
+        logger.info(f"Loaded the best model (step {progress.best_step}, {config.early_stopping_metric} "
+                    f"{progress.best_metric:.4g}).", main_process_only=True)
+    # Close this run's trackers without destroying the process group (end_training would): a --seeds run goes on.
+    if accelerator.is_main_process:
+        for tracker in accelerator.trackers:
+            tracker.finish()
+    accelerator.trackers = []
+    return TrainResult(
+        model=accelerator.unwrap_model(model), progress=progress, total_steps=total_steps,
+        final_metrics=final_metrics, best_metrics=best_metrics, accelerator=accelerator,
+    )

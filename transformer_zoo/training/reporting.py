@@ -1,0 +1,312 @@
+"""What a training run leaves behind for people: a JSONL metrics file, Accelerate trackers (TensorBoard when it is
+installed), a PNG of the loss and learning-rate curves, and a README.md model card.
+
+The JSONL file is the reference record: one JSON object per line, `{"step": …, "loss": …, "lr": …}` for training
+and `{"step": …, "split": "validation", "eval_loss": …, …}` for evaluations. On resume it is cut back to the
+checkpoint's step, so a resumed run's file matches an uninterrupted run's line for line (timings aside).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import platform
+from pathlib import Path
+
+import torch
+from transformers.utils import logging
+
+
+logger = logging.get_logger(__name__)
+
+METRICS_FILE = "metrics.jsonl"
+CURVES_FILE = "training_curves.png"
+
+
+# ================================================================================================ JSONL
+class MetricsLog:
+    """Appends JSON records to `<output_dir>/metrics.jsonl` (main process only; other processes hold a no-op)."""
+
+    def __init__(self, path: str | os.PathLike, *, enabled: bool = True):
+        self.path = Path(path)
+        self.enabled = enabled
+        if enabled:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def append(self, record: dict) -> None:
+        if not self.enabled:
+            return
+        with open(self.path, "a", encoding="utf-8") as handle:
+            # One write per line, flushed: a process killed mid-run loses at most the line being written.
+            handle.write(json.dumps(record, sort_keys=True) + "\n")
+            handle.flush()
+
+    def truncate_after(self, step: int) -> None:
+        """Drop the records of steps > `step` (written by a run that died after its last checkpoint)."""
+        if not self.enabled or not self.path.exists():
+            return
+        kept = [record for record in read_jsonl(self.path) if record.get("step", 0) <= step]
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(record, sort_keys=True) + "\n" for record in kept)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.path)
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """Records of a JSONL file; a truncated last line (a crash mid-write) is skipped."""
+    records = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                logger.warning(f"Skipping an incomplete line in {path}: {line[:80]!r}")
+    return records
+
+
+# ================================================================================================ trackers
+def tracker_names(report_to: str) -> list[str]:
+    """Accelerate tracker names for `--report_to`: "auto" = TensorBoard when installed, "none", or a comma list."""
+    if report_to in ("none", "", None):
+        return []
+    if report_to == "auto":
+        available = importlib.util.find_spec("tensorboard") or importlib.util.find_spec("tensorboardX")
+        return ["tensorboard"] if available else []
+    return [name.strip() for name in report_to.split(",") if name.strip()]
+
+
+def flat_hyperparameters(values: dict) -> dict:
+    """Tracker-friendly hyper-parameters: only int/float/str/bool values (others are turned into strings)."""
+    flat = {}
+    for key, value in values.items():
+        if isinstance(value, (bool, int, float, str)):
+            flat[key] = value
+        elif value is not None:
+            flat[key] = str(value)
+    return flat
+
+
+# ================================================================================================ PNG
+def plot_training_curves(metrics_path: str | os.PathLike, png_path: str | os.PathLike, *, title: str = "") -> Path:
+    """Loss (training and evaluation) and learning rate against the optimiser step, as one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed; a GUI backend would fail on a server
+    import matplotlib.pyplot as plt
+
+    records = read_jsonl(metrics_path)
+    train = [r for r in records if "loss" in r and "split" not in r]
+    evals = [r for r in records if "eval_loss" in r]
+    figure, (loss_axis, lr_axis) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    if train:
+        loss_axis.plot([r["step"] for r in train], [r["loss"] for r in train], label="training loss", lw=1)
+    if evals:
+        loss_axis.plot([r["step"] for r in evals], [r["eval_loss"] for r in evals], "o-", label="validation loss")
+    loss_axis.set_ylabel("loss")
+    loss_axis.grid(alpha=0.3)
+    loss_axis.legend()
+    if train:
+        lr_axis.plot([r["step"] for r in train], [r["lr"] for r in train], color="tab:green", lw=1)
+    lr_axis.set_ylabel("learning rate")
+    lr_axis.set_xlabel("optimizer step")
+    lr_axis.grid(alpha=0.3)
+    if title:
+        figure.suptitle(title)
+    figure.tight_layout()
+    png_path = Path(png_path)
+    figure.savefig(png_path, dpi=110)
+    plt.close(figure)
+    return png_path
+
+
+# ================================================================================================ model card
+def count_parameters(model: torch.nn.Module) -> dict[str, int]:
+    """Total, trainable and embedding parameter counts (tied tensors counted once)."""
+    seen, total, trainable, embedding = set(), 0, 0, 0
+    for module in model.modules():
+        for parameter in module.parameters(recurse=False):
+            if id(parameter) in seen:
+                continue
+            seen.add(id(parameter))
+            total += parameter.numel()
+            trainable += parameter.numel() if parameter.requires_grad else 0
+            if isinstance(module, torch.nn.Embedding):
+                embedding += parameter.numel()
+    return {"total": total, "trainable": trainable, "embedding": embedding, "non_embedding": total - embedding}
+
+
+def hardware_summary(accelerator=None) -> dict:
+    info = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpu": _cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+    }
+    if torch.cuda.is_available():
+        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    if accelerator is not None:
+        info.update(
+            device=str(accelerator.device), processes=accelerator.num_processes,
+            distributed=str(accelerator.distributed_type), mixed_precision=accelerator.mixed_precision,
+        )
+    try:
+        import transformers
+
+        info["transformers"] = transformers.__version__
+    except ImportError:  # pragma: no cover
+        pass
+    return info
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+# Config fields shown in the card's architecture table, in this order, when the config has them.
+ARCHITECTURE_FIELDS = (
+    "model_type", "hidden_size", "num_hidden_layers", "encoder_layers", "decoder_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "intermediate_size", "hidden_act", "vocab_size", "max_position_embeddings",
+    "position_embedding_type", "norm_position", "norm_type", "tie_word_embeddings", "image_size", "patch_size",
+    "num_channels", "pooling", "num_labels", "embedding_dropout", "attention_dropout", "hidden_dropout",
+)
+
+
+def training_compute_flops(non_embedding_parameters: int, tokens: int) -> float:
+    """6 * N * D (Kaplan et al. 2020): forward (2ND) plus backward (4ND) FLOPs for N parameters and D tokens."""
+    return 6.0 * non_embedding_parameters * tokens
+
+
+def _format_number(value) -> str:
+    if isinstance(value, float):
+        if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
+            return f"{value:.3e}"
+        return f"{value:.4g}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def _table(rows: list[tuple], header: tuple[str, str] = ("field", "value")) -> str:
+    lines = [f"| {header[0]} | {header[1]} |", "|---|---|"]
+    lines += [f"| {key} | {_format_number(value)} |" for key, value in rows]
+    return "\n".join(lines)
+
+
+def _yaml_list(values) -> str:
+    return "[" + ", ".join(json.dumps(str(v)) for v in values) + "]"
+
+
+def render_model_card(card: dict) -> str:
+    """A README.md for a trained model. `card` keys (all but title/model optional):
+
+    title, summary, model (the trained model), auto_class (e.g. "AutoModelForCausalLM"), pipeline_tag, base_model,
+    provenance (list of lines about where the starting weights came from), data (corpus_card_info dict),
+    tokenizer (str), hyperparameters (dict), hardware (dict), training (dict: steps, tokens, examples, wall time,
+    ...), evaluation (dict split -> metrics), baseline (dict of metrics), notes (list of lines), tags (list).
+    """
+    model = card["model"]
+    config = model.config
+    counts = count_parameters(model)
+    training = card.get("training", {})
+    tokens = int(training.get("tokens", 0) or 0)
+    flops = training_compute_flops(counts["non_embedding"], tokens)
+    tags = ["transformer-zoo", str(config.model_type)] + list(card.get("tags", []))
+    front = ["---", "library_name: transformers", f"tags: {_yaml_list(tags)}"]
+    if card.get("pipeline_tag"):
+        front.append(f"pipeline_tag: {card['pipeline_tag']}")
+    if card.get("base_model"):
+        front.append(f"base_model: {card['base_model']}")
+    data = card.get("data") or {}
+    if data.get("name"):
+        front.append(f"datasets: {_yaml_list([data['name']])}")
+    front.append("---")
+
+    sections = ["\n".join(front), f"# {card['title']}", card.get("summary", "")]
+
+    architecture = [("class", type(model).__name__)]
+    architecture += [(field, getattr(config, field)) for field in ARCHITECTURE_FIELDS if hasattr(config, field)]
+    architecture += [
+        ("parameters", counts["total"]), ("non-embedding parameters", counts["non_embedding"]),
+        ("trainable parameters", counts["trainable"]),
+    ]
+    sections += ["## Architecture", _table(architecture)]
+    if card.get("provenance"):
+        sections += ["## Starting weights", "\n".join(f"- {line}" for line in card["provenance"])]
+
+    if data:
+        lines = [f"- **{key}**: {value}" for key, value in data.items() if value not in (None, "", [], {})]
+        sections += ["## Data", "\n".join(lines)]
+    if card.get("tokenizer"):
+        sections += ["## Tokenizer", card["tokenizer"]]
+
+    if card.get("hyperparameters"):
+        rows = sorted((key, value) for key, value in card["hyperparameters"].items() if value is not None)
+        sections += ["## Training hyper-parameters", _table(rows, ("hyper-parameter", "value"))]
+    run_rows = [(key, value) for key, value in training.items()]
+    run_rows.append(("compute estimate 6·N·D (FLOPs; N = non-embedding parameters, D = tokens)", flops))
+    sections += ["## Training run", _table(run_rows, ("quantity", "value"))]
+    if card.get("hardware"):
+        sections += ["## Hardware and software", _table(list(card["hardware"].items()))]
+
+    evaluation = card.get("evaluation") or {}
+    if evaluation:
+        metric_names = sorted({name for metrics in evaluation.values() for name in metrics})
+        baseline = card.get("baseline") or {}
+        header = "| metric | " + " | ".join(evaluation) + (" | majority-class baseline |" if baseline else " |")
+        lines = [header, "|---" * (len(evaluation) + 1 + bool(baseline)) + "|"]
+        for name in metric_names:
+            cells = [_format_number(metrics.get(name, "")) for metrics in evaluation.values()]
+            if baseline:
+                cells.append(_format_number(baseline.get(name, "")))
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        sections += ["## Evaluation", "\n".join(lines)]
+
+    auto_class = card.get("auto_class", "AutoModel")
+    usage = (
+        "```python\n"
+        "import transformer_zoo  # registers the zoo classes with the Auto classes\n"
+        f"from transformers import {auto_class}\n"
+        f'model = {auto_class}.from_pretrained("path/to/this/folder")\n'
+        "# without transformer-zoo installed, the modeling code shipped in the folder is used:\n"
+        f'model = {auto_class}.from_pretrained("path/to/this/folder", trust_remote_code=True)\n'
+        "```"
+    )
+    sections += ["## Usage", usage]
+    if card.get("notes"):
+        sections += ["## Notes and limitations", "\n".join(f"- {line}" for line in card["notes"])]
+    return "\n\n".join(section for section in sections if section) + "\n"
+
+
+def write_model_card(output_dir: str | os.PathLike, card: dict) -> Path:
+    path = Path(output_dir) / "README.md"
+    path.write_text(render_model_card(card), encoding="utf-8")
+    return path
+
+
+def format_metrics(metrics: dict, baseline: dict | None = None) -> str:
+    """One line per metric, with the majority-class baseline beside it when given (for printing)."""
+    lines = []
+    for name, value in metrics.items():
+        if isinstance(value, float) and math.isnan(value):
+            continue
+        line = f"  {name:<18} {_format_number(value)}"
+        if baseline and name in baseline:
+            line += f"   (majority-class baseline {_format_number(baseline[name])})"
+        lines.append(line)
+    return "\n".join(lines)
