@@ -118,8 +118,11 @@ class ZooDecoderForCausalLM(ZooDecoderPreTrainedModel, GenerationMixin):
 
 
 class ZooDecoderForSequenceClassification(ZooDecoderPreTrainedModel):
-    """Classifies a sequence from the hidden state of its last real token (GPT-2's recipe), so the model needs
-    `pad_token_id` to find that token in padded batches.
+    """Classifies a sequence from the hidden state of its last real token (GPT-2's recipe), found from
+    `attention_mask` (or `pad_token_id` without one).
+
+    Written out rather than using transformers' GenericForSequenceClassification: that builds its backbone through
+    AutoModel, which fails when the checkpoint is loaded as remote code in a process without transformer_zoo.
     """
 
     def __init__(self, config: ZooDecoderConfig):

@@ -27,6 +27,7 @@ the zoo models with `output_hidden_states=True`.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -175,7 +176,9 @@ def stratified_split(labels, *, test_fraction: float = 0.25, seed: int = 0) -> t
 def text_batches(texts: Sequence[str], tokenizer, *, batch_size: int = 32, max_length: int = 128):
     """Tokenised, padded batches of `texts` (in order) for `extract_layer_features`."""
     if tokenizer.pad_token is None:
-        # GPT-2-style tokenizers have no pad token; padding is masked out anyway, so any token will do.
+        # GPT-2-style tokenizers have no pad token; padding is masked out anyway, so any token will do. A copy, so the
+        # caller's tokenizer is left as it was.
+        tokenizer = copy.copy(tokenizer)
         tokenizer.pad_token = tokenizer.eos_token
     for start in range(0, len(texts), batch_size):
         yield tokenizer(list(texts[start:start + batch_size]), padding=True, truncation=True, max_length=max_length,
