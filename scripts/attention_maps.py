@@ -4,9 +4,13 @@ distance, similarity to the other heads of its layer).
     python scripts/attention_maps.py outputs/finetune --text "The quick brown fox" --output-dir outputs/attention
     python scripts/attention_maps.py zoo_decoder:tiny --token-ids 5,17,42,8,99 --output-dir /tmp/attention
 
-A folder is loaded with its weights and tokenizer; family:preset builds the preset with random weights (a demo of
-the tools, not of anything learned). Writes <stack>_layer<L>_head<H>.png per head, plus head_statistics.csv and
-head_statistics.md.
+    python scripts/attention_maps.py outputs/finetune-vit-digits --digit 7 --output-dir /tmp/vit-attention
+
+A folder is loaded with its weights and tokenizer (or image processor); family:preset builds the preset with random
+weights (a demo of the tools, not of anything learned). Writes <stack>_layer<L>_head<H>.png per head, plus
+head_statistics.csv and head_statistics.md. For a ViT it also writes vit_cls_attention.png: the image the model saw
+with the [CLS] token's attention over the patches laid on top (attention rollout, Abnar & Zuidema 2020, or the last
+layer's [CLS] row), upsampled to the image size.
 """
 
 import argparse
@@ -33,7 +37,15 @@ def parse_arguments(argv=None):
                                                                            "(default outputs/attention).")
     parser.add_argument("--layers", help="Comma-separated layer indices to draw (default: all). Statistics always "
                                          "cover every layer.")
-    parser.add_argument("--seed", type=int, default=0, help="Seed for random preset weights, ids and images.")
+    images = parser.add_mutually_exclusive_group()
+    images.add_argument("--image", help="ViT only: an image file (PNG/JPEG...), prepared with the folder's image "
+                                        "processor (or resized to the model's image_size).")
+    images.add_argument("--digit", type=int, default=0, help="ViT only, without --image: index of the "
+                                                              "scikit-learn load_digits image to use (default 0).")
+    parser.add_argument("--cls-method", choices=("rollout", "last"), default="rollout",
+                        help="ViT only: how the [CLS] heat-map is computed: attention rollout through all layers "
+                             "(default) or the last layer's [CLS] attention averaged over heads.")
+    parser.add_argument("--seed", type=int, default=0, help="Seed for random preset weights and ids.")
     return parser.parse_args(argv)
 
 
@@ -59,6 +71,34 @@ def parse_ids(text: str) -> list[int]:
     return [int(value) for value in text.replace(" ", "").split(",") if value]
 
 
+def load_image(args, config, folder):
+    """[1, channels, size, size] pixel values of --image or a load_digits image, prepared as the model expects."""
+    from PIL import Image
+    from transformers import AutoImageProcessor
+
+    from transformer_zoo import ZooViTImageProcessor
+
+    if args.image is not None:
+        if not Path(args.image).is_file():
+            raise SystemExit(f"--image {args.image!r} is not a file.")
+        image = Image.open(args.image)
+    else:
+        import numpy as np
+        from sklearn.datasets import load_digits
+
+        digits = load_digits().images
+        if not 0 <= args.digit < len(digits):
+            raise SystemExit(f"--digit {args.digit}: choose an index in 0..{len(digits) - 1}.")
+        image = Image.fromarray((digits[args.digit] * (255 / 16)).astype(np.uint8), mode="L")
+    image = image.convert("RGB" if config.num_channels == 3 else "L")
+    processor = None
+    if folder is not None and (Path(folder) / "preprocessor_config.json").exists():
+        processor = AutoImageProcessor.from_pretrained(folder)
+    if processor is None:
+        processor = ZooViTImageProcessor(size={"height": config.image_size, "width": config.image_size})
+    return processor(image, return_tensors="pt")["pixel_values"]
+
+
 def build_inputs(args, model, folder):
     """Forward kwargs and the token labels of each stack's queries/keys."""
     import torch
@@ -66,7 +106,7 @@ def build_inputs(args, model, folder):
 
     config = model.config
     if config.model_type == "zoo_vit":
-        pixels = torch.randn(1, config.num_channels, config.image_size, config.image_size)
+        pixels = load_image(args, config, folder)
         prefix = ["[CLS]"] + (["[DIST]"] if getattr(config, "use_distillation_token", False) else [])
         labels = prefix + [f"p{i}" for i in range(config.num_patches)]
         return {"pixel_values": pixels}, {"self": (labels, labels)}
@@ -109,8 +149,10 @@ def main(argv=None):
 
     from transformer_zoo.analysis.attention import (
         capture_attentions,
+        cls_attention_map,
         head_statistics_table,
         plot_attention_map,
+        plot_cls_attention_overlay,
         table_markdown,
         write_table_csv,
     )
@@ -135,6 +177,12 @@ def main(argv=None):
                                    output_dir / f"{stack}_layer{layer}_head{head}.png",
                                    title=f"{stack} layer {layer} head {head}")
                 written += 1
+    if model.config.model_type == "zoo_vit":
+        heatmap = cls_attention_map(attentions["self"], model.config.num_prefix_tokens, method=args.cls_method)[0]
+        source = args.image or f"load_digits image {args.digit}"
+        plot_cls_attention_overlay(inputs["pixel_values"][0], heatmap, output_dir / "vit_cls_attention.png",
+                                   title=f"[CLS] attention ({args.cls_method}) on {Path(source).name}")
+        written += 1
     write_table_csv(rows, output_dir / "head_statistics.csv")
     markdown = table_markdown(rows)
     (output_dir / "head_statistics.md").write_text(markdown)

@@ -14,7 +14,9 @@ import torch
 import transformer_zoo as tz
 from transformer_zoo.analysis import (
     apply_temperature,
+    attention_rollout,
     capture_attentions,
+    cls_attention_map,
     expected_calibration_error,
     fit_temperature,
     head_entropy,
@@ -25,10 +27,12 @@ from transformer_zoo.analysis import (
     memory_estimate,
     non_embedding_parameters,
     plot_attention_map,
+    plot_cls_attention_overlay,
     reliability_diagram,
     training_flops,
     training_time_seconds,
 )
+from transformer_zoo.analysis.attention import upsample_heatmap
 from transformer_zoo.analysis.calibration import negative_log_likelihood
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,6 +81,36 @@ def test_kv_cache_bytes_by_hand_with_gqa():
     assert kv_cache_bytes(seq2seq, 3, 10, "fp16", source_length=7) == 2 * 2 * 3 * (10 + 7) * 1 * 16 * 2
     with pytest.raises(ValueError, match="no key/value cache"):
         kv_cache_bytes(tz.ZooEncoderConfig.from_preset("tiny"), 1, 10)
+
+
+@pytest.mark.parametrize("family", ["decoder", "seq2seq"])
+def test_kv_cache_bytes_equals_the_real_cache_of_a_pruned_model(family):
+    """The estimate counts the key/value heads pruning removed: compare with the bytes a real forward caches."""
+    from transformer_zoo.analysis.heads import prune_heads
+
+    config_class, model_class = {
+        "decoder": (tz.ZooDecoderConfig, tz.ZooDecoderForCausalLM),
+        "seq2seq": (tz.ZooSeq2SeqConfig, tz.ZooSeq2SeqForConditionalGeneration),
+    }[family]
+    torch.manual_seed(0)
+    model = model_class(config_class.from_preset("tiny", num_key_value_heads=2)).eval()
+    # Query heads 0 and 1 form key/value group 0: pruning both removes that key/value head.
+    prune_heads(model, {0: [0, 1]} if family == "decoder" else {"decoder.0": [0, 1], "cross.1": [2, 3]})
+    ids = torch.randint(3, 100, (3, 10))
+    source = torch.randint(3, 100, (3, 7))
+    with torch.no_grad():
+        if family == "decoder":
+            cache = model(input_ids=ids, use_cache=True).past_key_values
+            layers = cache.layers
+        else:
+            cache = model(input_ids=source, decoder_input_ids=ids, use_cache=True).past_key_values
+            layers = cache.self_attention_cache.layers + cache.cross_attention_cache.layers
+    real = sum(layer.keys.numel() * 4 + layer.values.numel() * 4 for layer in layers)
+    estimate = kv_cache_bytes(model.config, 3, 10, torch.float32, source_length=7)
+    assert estimate == real
+    # One of the four (or eight) key/value-head slots is gone, so the unpruned estimate is larger.
+    assert kv_cache_bytes(config_class.from_preset("tiny", num_key_value_heads=2), 3, 10, torch.float32,
+                          source_length=7) > real
 
 
 # ---------------------------------------------------------------------------------------------------- calibration
@@ -202,6 +236,52 @@ def test_plot_attention_map_writes_a_png(tmp_path):
         plot_attention_map(torch.rand(3, 4), ["a"], ["b"], tmp_path / "bad.png")
 
 
+# ------------------------------------------------------------------------------------------ ViT [CLS] attention
+def test_rollout_of_one_layer_mixes_heads_and_residual_by_hand():
+    # Two heads over 3 tokens, one uniform and one the identity: head mean = diag 2/3, off-diagonal 1/6; with the
+    # residual 0.5·A + 0.5·I: diag 5/6, off-diagonal 1/12.
+    heads = torch.stack([torch.full((3, 3), 1 / 3), torch.eye(3)])[None, None]  # [1 layer, 1 batch, 2, 3, 3]
+    expected = torch.full((3, 3), 1 / 12) + torch.eye(3) * (5 / 6 - 1 / 12)
+    assert torch.allclose(attention_rollout(heads)[0], expected)
+    assert torch.allclose(attention_rollout(heads, residual=False)[0], torch.full((3, 3), 1 / 6) + torch.eye(3) / 2)
+
+
+def test_rollout_multiplies_layers_bottom_up():
+    # Layer 1: everyone attends to token 0; layer 2: everyone attends to token 2. With residuals
+    # A1' row 0 = [1, 0, 0], row 2 = [0.5, 0, 0.5]; A2' row 0 = [0.5, 0, 0.5]. Rollout row 0 = A2'[0] @ A1' =
+    # 0.5·[1, 0, 0] + 0.5·[0.5, 0, 0.5] = [0.75, 0, 0.25] (the other order would give [0.5, 0, 0.5]).
+    to_first = torch.zeros(3, 3)
+    to_first[:, 0] = 1
+    to_last = torch.zeros(3, 3)
+    to_last[:, 2] = 1
+    attentions = torch.stack([to_first, to_last])[:, None, None]  # [2 layers, 1 batch, 1 head, 3, 3]
+    rollout = attention_rollout(attentions)[0]
+    assert torch.allclose(rollout[0], torch.tensor([0.75, 0.0, 0.25]))
+    assert torch.allclose(rollout.sum(-1), torch.ones(3))
+
+
+def test_cls_attention_map_drops_prefix_tokens_and_forms_the_grid(tmp_path):
+    # Last layer, 2 heads: [CLS] row averages to [0.2 | 0.1, 0.2, 0.3, 0.2] -> 2x2 patch grid.
+    last = torch.zeros(1, 1, 2, 5, 5)
+    last[0, 0, 0, 0] = torch.tensor([0.3, 0.0, 0.2, 0.4, 0.1])
+    last[0, 0, 1, 0] = torch.tensor([0.1, 0.2, 0.2, 0.2, 0.3])
+    grid = cls_attention_map(last, num_prefix_tokens=1, method="last")
+    assert torch.allclose(grid, torch.tensor([[[0.1, 0.2], [0.3, 0.2]]]))
+    # A distillation token is a second prefix token: 4 patches remain out of 6 tokens. Two uniform layers U with
+    # residuals: (0.5·U + 0.5·I)^2 = 0.75·U + 0.25·I (U² = U), so [CLS] puts 0.75 / 6 = 0.125 on every patch.
+    uniform = torch.full((2, 1, 1, 6, 6), 1 / 6)
+    rollout_grid = cls_attention_map(uniform, num_prefix_tokens=2)
+    assert rollout_grid.shape == (1, 2, 2) and torch.allclose(rollout_grid, torch.full((1, 2, 2), 0.125))
+    with pytest.raises(ValueError, match="square grid"):
+        cls_attention_map(uniform, num_prefix_tokens=1)
+    with pytest.raises(ValueError, match="rollout"):
+        cls_attention_map(uniform, num_prefix_tokens=2, method="mean")
+    # Bilinear upsampling of a constant map stays constant; the overlay is a PNG.
+    assert torch.allclose(upsample_heatmap(torch.full((2, 2), 0.25), 32, 32), torch.full((32, 32), 0.25))
+    path = plot_cls_attention_overlay(torch.rand(3, 32, 32), grid[0], tmp_path / "overlay.png")
+    assert path.read_bytes()[:4] == PNG_MAGIC
+
+
 # --------------------------------------------------------------------------------------------------------- scripts
 def run_script(*args, cwd=ROOT):
     return subprocess.run([sys.executable, *map(str, args)], cwd=cwd, capture_output=True, text=True, check=True,
@@ -256,3 +336,15 @@ def test_attention_maps_script_end_to_end(tmp_path):
     assert len(list(out.glob("cross_layer0_head*.png"))) == 4
     assert len(list(out.glob("*.png"))) == 3 * 4  # encoder self, decoder self, cross; layer 0 only
     assert len((out / "head_statistics.csv").read_text().splitlines()) == 1 + 3 * 2 * 4
+
+
+def test_attention_maps_script_overlays_vit_cls_attention(tmp_path):
+    from PIL import Image
+
+    image = tmp_path / "stripes.png"
+    Image.fromarray((torch.arange(40 * 40).reshape(40, 40) % 40 < 20).to(torch.uint8).numpy() * 255).save(image)
+    out = tmp_path / "vit"
+    load_script("attention_maps.py").main(["zoo_vit:tiny", "--image", str(image), "--layers", "1",
+                                           "--cls-method", "last", "--output-dir", str(out)])
+    assert (out / "vit_cls_attention.png").read_bytes()[:4] == PNG_MAGIC
+    assert len(list(out.glob("self_layer1_head*.png"))) == 4

@@ -26,6 +26,10 @@ NORM_POSITIONS = ("pre", "post")
 NORM_TYPES = ("layernorm", "rmsnorm")
 # Gated feed-forwards (Shazeer 2020): name -> the activation applied to the gate.
 GATED_ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu", "reglu": "relu"}
+# Self-attention variants (modeling_zoo_attention_variants.ATTENTION_VARIANTS): exact ("full", through
+# attn_implementation) or an efficient approximation. LINFORMER_SHARING: which projections Linformer shares.
+ATTENTION_VARIANTS = ("full", "sliding_window", "linformer", "performer")
+LINFORMER_SHARING = ("head", "layer", "key_value")
 
 
 def known_activations() -> list[str]:
@@ -71,6 +75,27 @@ class ZooConfig(PreTrainedConfig):
     hidden_dropout: float = 0.1
     classifier_dropout: float | None = None
     initializer_range: float = 0.02
+    # Efficient attention (README "Efficient attention"). attention_variant: full | sliding_window | linformer |
+    # performer; the other fields only matter for their variant. attention_window: keys visible on each side
+    # (sliding_window); global_attention_indices: slots (0 = first token, e.g. [CLS]) that attend to and are attended
+    # by every token. linformer_k: projected length; linformer_max_length: longest sequence (None =
+    # max_position_embeddings); linformer_sharing: head | layer | key_value. performer_features: random features per
+    # layer; performer_redraw_interval: redraw every N training forwards (0 = never); performer_seed: their seed.
+    attention_variant: str = "full"
+    attention_window: int = 256
+    global_attention_indices: list[int] | None = None
+    linformer_k: int = 256
+    linformer_max_length: int | None = None
+    linformer_sharing: str = "layer"
+    performer_features: int = 256
+    performer_redraw_interval: int = 0
+    performer_seed: int = 0
+    # Attention heads removed by physical pruning (transformer_zoo.analysis.heads.prune_heads), as transformers'
+    # `pruned_heads` used to be: attention -> original indices of the removed query heads. The attention is a layer
+    # index for single-stack families, "encoder.<i>", "decoder.<i>" or "cross.<i>" for the encoder-decoder (see
+    # `attention_key`). ZooAttention builds its projections for the heads that remain, so a saved pruned model
+    # reloads with the smaller layers. JSON stores int keys as strings; they are turned back into ints on load.
+    pruned_heads: dict[int | str, list[int]] | None = None
 
     def __post_init__(self, **kwargs):
         # The base class turns unknown keyword arguments into attributes silently; a typo such as
@@ -87,6 +112,7 @@ class ZooConfig(PreTrainedConfig):
                 )
         if self.num_key_value_heads is None:
             self.num_key_value_heads = self.num_attention_heads
+        self.pruned_heads = self._normalised_pruned_heads(self.pruned_heads)
         super().__post_init__(**kwargs)
 
     # ----------------------------------------------------------------------------------------------- presets
@@ -111,6 +137,55 @@ class ZooConfig(PreTrainedConfig):
     @property
     def uses_score_bias(self) -> bool:
         return self.position_embedding_type in SCORE_BIAS_POSITION_TYPES
+
+    # ----------------------------------------------------------------------------------------------- pruned heads
+    @staticmethod
+    def _normalised_pruned_heads(pruned_heads):
+        """{key: sorted unique head indices}, int layer keys restored from JSON's strings; None when nothing is
+        pruned (so an unpruned config saves no `pruned_heads` entry)."""
+        if pruned_heads is None:
+            return None
+        if not isinstance(pruned_heads, dict):
+            raise ValueError(
+                f"pruned_heads must be a dict of attention -> list of head indices (e.g. {{0: [1, 3]}}), got "
+                f"{type(pruned_heads).__name__}."
+            )
+        normalised = {}
+        for key, heads in pruned_heads.items():
+            if isinstance(key, str) and key.strip().isdigit():
+                key = int(key)
+            elif isinstance(key, str):
+                key = key.strip()
+            if isinstance(heads, int) or not all(isinstance(h, int) and not isinstance(h, bool) for h in heads):
+                raise ValueError(f"pruned_heads[{key!r}] must be a list of integer head indices, got {heads!r}.")
+            if heads:
+                normalised[key] = sorted(set(heads))
+        return normalised or None
+
+    def attention_key(self, layer_idx: int, is_causal: bool, is_cross_attention: bool = False) -> int | str:
+        """The `pruned_heads` key of one attention module: its layer index, or for the encoder-decoder
+        "encoder.<i>" (encoder self-attention), "decoder.<i>" (decoder self-attention) or "cross.<i>"."""
+        if not getattr(self, "is_encoder_decoder", False):
+            return layer_idx
+        stack = "cross" if is_cross_attention else ("decoder" if is_causal else "encoder")
+        return f"{stack}.{layer_idx}"
+
+    def attention_layer_counts(self) -> dict[str, int]:
+        """How many attention modules of each kind this config builds ("layers" for a single stack)."""
+        if getattr(self, "is_encoder_decoder", False):
+            return {"encoder": self.encoder_layers, "decoder": self.decoder_layers, "cross": self.decoder_layers}
+        return {"layers": self.num_hidden_layers}
+
+    def kept_heads(self, key: int | str) -> list[int]:
+        """Original indices of the query heads an attention module keeps after `pruned_heads`."""
+        removed = set((self.pruned_heads or {}).get(key, ()))
+        return [head for head in range(self.num_attention_heads) if head not in removed]
+
+    def kept_key_value_heads(self, key: int | str) -> list[int]:
+        """Original indices of the key/value heads an attention module keeps: a key/value head goes only when every
+        query head of its group is pruned."""
+        group_size = self.num_attention_heads // self.num_key_value_heads
+        return sorted({head // group_size for head in self.kept_heads(key)})
 
     # ----------------------------------------------------------------------------------------------- validation
     # `@strict` runs every `validate_*` method at construction and again in `save_pretrained`.
@@ -164,6 +239,106 @@ class ZooConfig(PreTrainedConfig):
             raise ValueError("relative_attention_num_buckets and relative_attention_max_distance must be >= 2.")
         if self.layer_norm_eps <= 0:
             raise ValueError(f"layer_norm_eps must be positive, got {self.layer_norm_eps}.")
+
+    def validate_attention_variant(self):
+        variant = self.attention_variant
+        if variant not in ATTENTION_VARIANTS:
+            raise ValueError(f"attention_variant={variant!r} is unknown; choose one of {', '.join(ATTENTION_VARIANTS)}.")
+        if variant != "full" and self.position_embedding_type in SCORE_BIAS_POSITION_TYPES:
+            raise ValueError(
+                f"attention_variant={variant!r} cannot use position_embedding_type={self.position_embedding_type!r}: "
+                "that scheme adds a bias to the n x n score matrix, which this variant never forms. Use rope, "
+                "learned, sinusoidal or none with it, or attention_variant='full' for ALiBi/relative."
+            )
+        if variant == "linformer":
+            if self.position_embedding_type == "rope":
+                raise ValueError(
+                    "attention_variant='linformer' cannot use position_embedding_type='rope': the projection sums "
+                    "keys rotated by different angles, so scores no longer depend on relative position. Use "
+                    "learned, sinusoidal or none (absolute positions added to the embeddings)."
+                )
+            if self.model_type in ("zoo_decoder", "zoo_seq2seq"):
+                raise ValueError(
+                    f"attention_variant='linformer' cannot be used by {type(self).__name__}: its decoder is causal and "
+                    "Linformer's projection mixes future positions into every key. Use it for encoders (zoo_encoder, "
+                    "zoo_vit); for decoders use 'performer' or 'sliding_window'."
+                )
+            max_length = self.linformer_max_length or self.max_position_embeddings
+            if self.linformer_max_length is not None and self.linformer_max_length < 1:
+                raise ValueError(f"linformer_max_length must be positive or None, got {self.linformer_max_length}.")
+            if not 1 <= self.linformer_k <= max_length:
+                raise ValueError(
+                    f"linformer_k={self.linformer_k} must be between 1 and the longest sequence, linformer_max_length "
+                    f"(None = max_position_embeddings) = {max_length}. Lower linformer_k or set linformer_max_length "
+                    "to the longest input (for ViT: number of patches + class tokens)."
+                )
+            if self.linformer_sharing not in LINFORMER_SHARING:
+                raise ValueError(
+                    f"linformer_sharing={self.linformer_sharing!r}; choose 'head' (one projection pair per head), "
+                    "'layer' (one pair per layer, shared by heads) or 'key_value' (one matrix per layer for both)."
+                )
+        if variant == "sliding_window":
+            if self.attention_window < 1:
+                raise ValueError(
+                    f"attention_window must be >= 1 (keys visible on each side), got {self.attention_window}.")
+            indices = self.global_attention_indices or []
+            if any(not isinstance(i, int) or isinstance(i, bool) or i < 0 for i in indices):
+                raise ValueError(
+                    f"global_attention_indices must be non-negative slot indices (e.g. [0] for [CLS]), got {indices}.")
+        elif self.global_attention_indices:
+            raise ValueError(
+                f"global_attention_indices={self.global_attention_indices} only applies to "
+                f"attention_variant='sliding_window' (got {variant!r}); drop it or switch the variant."
+            )
+        if variant == "performer":
+            if self.performer_features < 1:
+                raise ValueError(f"performer_features must be positive, got {self.performer_features}.")
+            if self.performer_redraw_interval < 0:
+                raise ValueError(
+                    f"performer_redraw_interval must be >= 0 (0 = never redraw), got {self.performer_redraw_interval}.")
+
+    def validate_pruned_heads(self):
+        if not self.pruned_heads:
+            return
+        counts = self.attention_layer_counts()
+        if "layers" in counts:
+            valid_keys = set(range(counts["layers"]))
+            key_help = f"layer indices 0..{counts['layers'] - 1}"
+        else:
+            valid_keys = {f"{stack}.{i}" for stack, n in counts.items() for i in range(n)}
+            key_help = (f"'encoder.<i>' (i < {counts['encoder']}), 'decoder.<i>' or 'cross.<i>' "
+                        f"(i < {counts['decoder']})")
+        group_size = self.num_attention_heads // self.num_key_value_heads
+        for key, heads in self.pruned_heads.items():
+            if key not in valid_keys:
+                raise ValueError(f"pruned_heads has an unknown attention {key!r}; keys are {key_help}.")
+            if heads[0] < 0 or heads[-1] >= self.num_attention_heads:
+                raise ValueError(
+                    f"pruned_heads[{key!r}] = {heads} names a head outside 0..{self.num_attention_heads - 1}.")
+            if len(heads) == self.num_attention_heads:
+                raise ValueError(
+                    f"pruned_heads[{key!r}] removes all {self.num_attention_heads} heads; an attention layer needs at "
+                    "least one. Keep one head, or mask the whole layer at run time with "
+                    "transformer_zoo.analysis.heads.masked_heads instead.")
+            if self.uses_score_bias and not (isinstance(key, str) and key.startswith("cross.")):
+                raise ValueError(
+                    f"pruned_heads[{key!r}]: self-attention heads cannot be pruned physically with "
+                    f"position_embedding_type={self.position_embedding_type!r}, whose score bias the stack computes "
+                    "for every original head. Mask the heads at run time instead (masked_heads), or use a position "
+                    "scheme without a score bias (rope, learned, sinusoidal).")
+            if group_size > 1:
+                # repeat_kv gives every key/value head the same number of query heads, so the groups that remain
+                # must all keep the same number of query heads.
+                kept_per_group = {}
+                for head in self.kept_heads(key):
+                    kept_per_group[head // group_size] = kept_per_group.get(head // group_size, 0) + 1
+                if len(set(kept_per_group.values())) > 1:
+                    raise ValueError(
+                        f"pruned_heads[{key!r}] = {heads} leaves key/value groups of unequal size "
+                        f"(query heads kept per key/value head: {kept_per_group}). With grouped-query attention "
+                        f"({self.num_key_value_heads} key/value heads of {group_size} query heads each) prune whole "
+                        "groups (heads g*size .. g*size+size-1, which also removes the key/value head) and/or the same "
+                        "number of query heads from every remaining group.")
 
 
 @strict

@@ -35,6 +35,13 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
 
 from .configuration_zoo_common import GATED_ACTIVATIONS
+from .modeling_zoo_attention_variants import (
+    AttentionVariant,
+    build_attention_variant,
+    count_variant_training_steps,
+    uses_variant_mask,
+    variant_attention_mask,
+)
 
 
 logger = logging.get_logger(__name__)
@@ -355,8 +362,13 @@ class ZooAttention(nn.Module):
         self.is_causal = is_causal and not is_cross_attention
         self.is_cross_attention = is_cross_attention
         self.head_dim = config.attention_head_dim
-        self.num_heads = config.num_attention_heads
-        self.num_key_value_heads = config.num_key_value_heads
+        # Heads removed by physical pruning (config.pruned_heads) are not built, so a saved pruned model reloads with
+        # its smaller projections. `kept_heads` holds the original indices of the remaining query heads, so masks and
+        # importance scores can still name heads as the unpruned model did.
+        self.pruned_heads_key = config.attention_key(layer_idx, is_causal, is_cross_attention)
+        self.kept_heads = config.kept_heads(self.pruned_heads_key)
+        self.num_heads = len(self.kept_heads)
+        self.num_key_value_heads = len(config.kept_key_value_heads(self.pruned_heads_key))
         self.num_key_value_groups = self.num_heads // self.num_key_value_heads
         self.scaling = self.head_dim**-0.5
         self.attention_dropout = config.attention_dropout
@@ -365,6 +377,12 @@ class ZooAttention(nn.Module):
         self.k_proj = nn.Linear(config.hidden_size, self.num_key_value_heads * self.head_dim, bias=bias)
         self.v_proj = nn.Linear(config.hidden_size, self.num_key_value_heads * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=bias)
+        # config.attention_variant: None for exact attention (the attn_implementation kernel), else the efficient
+        # kernel module (sliding window, Linformer, Performer) that replaces it for self-attention.
+        self.attention_variant = build_attention_variant(
+            config, layer_idx, self.num_heads, self.num_key_value_heads, self.head_dim, self.is_causal,
+            is_cross_attention,
+        )
 
     def _project(self, proj: nn.Linear, states: torch.Tensor) -> torch.Tensor:
         return proj(states).view(*states.shape[:-1], -1, self.head_dim).transpose(1, 2)
@@ -401,9 +419,13 @@ class ZooAttention(nn.Module):
                 if self.is_cross_attention and isinstance(cache, EncoderDecoderCache):
                     cache.is_updated[self.layer_idx] = True
 
-        attention_function = ALL_ATTENTION_FUNCTIONS.get_interface(
-            self.config._attn_implementation, eager_attention_forward
-        )
+        if self.attention_variant is not None:
+            # The config refuses score-bias position schemes for the variants, so position_bias is None here.
+            attention_function = self.attention_variant
+        else:
+            attention_function = ALL_ATTENTION_FUNCTIONS.get_interface(
+                self.config._attn_implementation, eager_attention_forward
+            )
         if position_bias is not None:
             kwargs["position_bias"] = position_bias
         output, weights = attention_function(
@@ -542,7 +564,13 @@ class ZooStackMixin:
             hidden_states = self.embed_norm(hidden_states)
         hidden_states = self.embed_dropout(hidden_states)
 
-        if self.is_causal:
+        if uses_variant_mask(self.config):
+            # Efficient attention variants read the 2-D padding mask (or a flex BlockMask), never an n x n one.
+            count_variant_training_steps(self)
+            mask = variant_attention_mask(
+                self.config, self.is_causal, hidden_states, attention_mask, self_cache, position_ids
+            )
+        elif self.is_causal:
             mask = create_causal_mask(
                 config=self.config,
                 inputs_embeds=hidden_states,
@@ -617,6 +645,8 @@ class ZooPreTrainedModel(PreTrainedModel):
         super()._init_weights(module)
         if isinstance(module, PositionScheme):
             module.reset_buffers()
+        if isinstance(module, AttentionVariant):
+            module.reset_parameters()
 
     def save_pretrained(self, save_directory, *args, **kwargs):
         self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **self.AUTO_MAP}

@@ -182,3 +182,92 @@ def plot_attention_map(weights, tokens_q, tokens_k, path, title: str | None = No
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path
+
+
+# ----------------------------------------------------------------------------------------- ViT [CLS] attention
+def attention_rollout(attentions, residual: bool = True) -> torch.Tensor:
+    """Attention rollout (Abnar & Zuidema 2020): how much each output token draws on each input token through all
+    layers. Per layer the heads are averaged, the residual connection is modelled as 0.5·A + 0.5·I (rows
+    renormalised), and layers are multiplied bottom-up: R = A'_L ··· A'_1. Input [layers, batch, heads, n, n] (or
+    one layer's [batch, heads, n, n]); returns [batch, n, n], whose rows are distributions over the input tokens.
+    """
+    attentions = _with_layer_dim(attentions)
+    layers, batch, _, queries, keys = attentions.shape
+    if queries != keys:
+        raise ValueError(f"rollout needs square self-attention maps, got {queries} queries and {keys} keys.")
+    identity = torch.eye(queries, dtype=torch.float64)
+    rollout = identity.expand(batch, queries, queries)
+    for layer in range(layers):
+        mixed = attentions[layer].mean(dim=1)
+        if residual:
+            mixed = 0.5 * mixed + 0.5 * identity
+            mixed = mixed / mixed.sum(dim=-1, keepdim=True)
+        rollout = mixed @ rollout
+    return rollout.float()
+
+
+def cls_attention_map(attentions, num_prefix_tokens: int = 1, method: str = "rollout") -> torch.Tensor:
+    """Where the ViT [CLS] token looks, as a [batch, rows, cols] patch grid.
+
+    `method="rollout"`: the [CLS] row of `attention_rollout`; `method="last"`: the last layer's [CLS] attention,
+    averaged over heads. Prefix tokens ([CLS], DeiT's [DIST]) come first in the sequence (`num_prefix_tokens` of
+    them) and are dropped; the patches must form a square grid. Values are the attention mass on each patch (they
+    sum to at most 1: the rest goes to the prefix tokens).
+    """
+    attentions = _with_layer_dim(attentions)
+    if method == "rollout":
+        cls_row = attention_rollout(attentions)[:, 0]
+    elif method == "last":
+        cls_row = attentions[-1].mean(dim=1)[:, 0].float()
+    else:
+        raise ValueError(f"method={method!r}; choose 'rollout' or 'last'.")
+    patches = cls_row[:, num_prefix_tokens:]
+    grid = math.isqrt(patches.shape[-1])
+    if grid * grid != patches.shape[-1]:
+        raise ValueError(f"{patches.shape[-1]} patch tokens after {num_prefix_tokens} prefix tokens do not form a "
+                         "square grid; check num_prefix_tokens (2 with a distillation token).")
+    return patches.reshape(-1, grid, grid)
+
+
+def upsample_heatmap(heatmap, height: int, width: int) -> torch.Tensor:
+    """A [rows, cols] patch map stretched to [height, width] pixels (bilinear), for overlaying on the image."""
+    heatmap = torch.as_tensor(heatmap, dtype=torch.float32)
+    return torch.nn.functional.interpolate(heatmap[None, None], size=(height, width), mode="bilinear",
+                                           align_corners=False)[0, 0]
+
+
+def plot_cls_attention_overlay(image, heatmap, path, title: str | None = None, alpha: float = 0.5) -> Path:
+    """Save the image with a [CLS]-attention heat-map (a patch grid, upsampled bilinearly) laid over it, next to
+    the bare image. `image` is [channels, height, width] or [height, width] in any value range (min-max scaled for
+    display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    image = torch.as_tensor(image, dtype=torch.float32)
+    if image.ndim == 3:
+        image = image.permute(1, 2, 0)
+        if image.shape[-1] == 1:
+            image = image[..., 0]
+    elif image.ndim != 2:
+        raise ValueError(f"image must be [channels, height, width] or [height, width], got {tuple(image.shape)}.")
+    image = (image - image.min()) / (image.max() - image.min()).clamp_min(1e-12)
+    height, width = image.shape[:2]
+    overlay = upsample_heatmap(heatmap, height, width)
+    figure, axes = plt.subplots(1, 2, figsize=(8, 4))
+    cmap = "gray" if image.ndim == 2 else None
+    axes[0].imshow(image.numpy(), cmap=cmap)
+    axes[0].set_title("image")
+    axes[1].imshow(image.numpy(), cmap=cmap)
+    shown = axes[1].imshow(overlay.numpy(), cmap="inferno", alpha=alpha)
+    axes[1].set_title(title or "[CLS] attention", fontsize=9)
+    figure.colorbar(shown, ax=axes[1], fraction=0.046)
+    for axis in axes:
+        axis.axis("off")
+    figure.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path

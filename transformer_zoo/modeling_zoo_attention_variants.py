@@ -1,0 +1,576 @@
+"""Efficient self-attention variants, chosen per model by `config.attention_variant`.
+
+| variant          | cost            | what it computes                                                                    |
+|------------------|-----------------|-------------------------------------------------------------------------------------|
+| `full`           | O(n^2)          | exact softmax attention through transformers' kernels (eager, sdpa,                  |
+|                  |                 | flash_attention_2, flex_attention); this module is not involved                     |
+| `sliding_window` | O(n (3w + g))   | exact softmax over a local window of `attention_window` keys on each side plus the  |
+|                  |                 | `global_attention_indices` slots, which attend to and are attended by every token   |
+|                  |                 | (Longformer, Beltagy et al. 2020); causal or bidirectional                          |
+| `linformer`      | O(n k)          | keys and values projected along the sequence from n to `linformer_k` by learned     |
+|                  |                 | matrices (Wang et al. 2020); bidirectional only                                     |
+| `performer`      | O(n m d)        | FAVOR+ (Choromanski et al. 2021): softmax kernel estimated with `performer_features`|
+|                  |                 | positive orthogonal random features; causal through chunked prefix sums             |
+
+None of the approximate variants builds an n x n mask or score matrix on any backend: they take the 2-D padding mask
+[batch, keys] (see `variant_attention_mask`). The one exception is deliberate: `sliding_window` under
+`attn_implementation="flex_attention"` hands the window to FlexAttention as a block-sparse `BlockMask` (built by
+transformers' `masking_utils` with an extra mask function; its memory is O(n^2 / 128^2) blocks, not O(n^2)); under
+`flash_attention_2` without global tokens it uses FlashAttention's native `window_size`. Under `eager` and `sdpa` it
+runs the blocked kernel below, written here because neither PyTorch nor transformers has a CPU sliding-window kernel
+with global tokens that trains (FlexAttention has no backward pass on CPU in torch 2.13).
+
+Each variant is an `nn.Module` stored on `ZooAttention` as `attention_variant` (cross-attention always stays exact):
+Linformer owns its projection parameters, Performer its random-feature buffer (persistent, so a saved model reloads
+the same features). Position schemes that add a score bias (ALiBi, T5 relative) are refused by the config, because
+these variants never form the score matrix the bias is added to; Linformer also refuses RoPE (see the config).
+
+This file is copied into saved checkpoints for `trust_remote_code`: it imports no sibling at all.
+"""
+
+import math
+
+import torch
+from torch import nn
+from transformers import initialization as init
+from transformers.integrations.sdpa_attention import repeat_kv
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.utils import logging
+
+
+logger = logging.get_logger(__name__)
+
+
+def _masked_softmax(scores: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last axis where `valid`, in float32. Masked entries get the dtype's minimum rather than -inf,
+    so a row with no valid key (a padded query) gives finite weights instead of NaN; such rows are never read."""
+    scores = scores.float().masked_fill(~valid, torch.finfo(torch.float32).min)
+    return torch.softmax(scores, dim=-1)
+
+
+def _dropout(weights: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    # Skipped at p = 0: F.dropout in training mode would still draw a mask the size of the weights.
+    return nn.functional.dropout(weights, p=p, training=training) if p > 0 and training else weights
+
+
+def _global_slots(global_indices: tuple[int, ...], length: int, device) -> torch.Tensor:
+    """The configured global slots that exist in a sequence of `length` slots, as a long tensor."""
+    return torch.tensor([i for i in global_indices if i < length], dtype=torch.long, device=device)
+
+
+# ================================================================================================ base
+class AttentionVariant(nn.Module):
+    """One self-attention kernel. `forward` has the signature of transformers' attention functions (module, query,
+    key, value, mask, scaling, dropout) and returns ([batch, seq, heads, head_dim], weights or None).
+
+    query is [batch, heads, q_len, head_dim]; key/value are [batch, kv_heads, kv_len, head_dim] after the cache
+    update, so kv_len - q_len earlier slots come from the cache. `attention_mask` is what `variant_attention_mask`
+    built: None or a bool [batch, kv_len] padding mask (True = real token), or a transformers mask for the backends
+    that take one (flex BlockMask, flash 2-D mask).
+    """
+
+    # Whether the variant can serve a causal (decoder) stack at all.
+    supports_causal = True
+
+    def __init__(self, config, layer_idx: int, num_heads: int, num_key_value_heads: int, head_dim: int,
+                 is_causal: bool):
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.num_heads, self.num_key_value_heads, self.head_dim = num_heads, num_key_value_heads, head_dim
+        self.is_causal = is_causal
+
+    def reset_parameters(self) -> None:
+        """(Re)initialise parameters and buffers with transformers' `initialization` helpers, which skip tensors
+        loaded from a checkpoint (called from ZooPreTrainedModel._init_weights)."""
+
+    @staticmethod
+    def padding_mask(attention_mask, batch: int, kv_len: int, device) -> torch.Tensor | None:
+        if attention_mask is None:
+            return None
+        if not isinstance(attention_mask, torch.Tensor) or attention_mask.ndim != 2:
+            raise ValueError(
+                "This attention variant takes a 2-D padding mask [batch, keys] (True/1 = real token); got "
+                f"{type(attention_mask).__name__} of shape {getattr(attention_mask, 'shape', None)}. Pass the "
+                "tokenizer's attention_mask, not a prepared 4-D mask."
+            )
+        if tuple(attention_mask.shape) != (batch, kv_len):
+            raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}; expected ({batch}, {kv_len}).")
+        return attention_mask.to(device=device, dtype=torch.bool)
+
+
+# ================================================================================================ sliding window
+def sliding_window_mask_function(window: int, is_global: torch.Tensor | None):
+    """A transformers/FlexAttention mask function (batch, head, q_idx, kv_idx) -> bool: |q - kv| <= window, or either
+    slot global. Combined with the causal or bidirectional base mask by `masking_utils` (and_mask_function)."""
+
+    def mask(batch_idx, head_idx, q_idx, kv_idx):
+        local = (q_idx - kv_idx).abs() <= window
+        if is_global is None:
+            return local
+        return local | is_global[q_idx] | is_global[kv_idx]
+
+    return mask
+
+
+def sliding_window_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    window: int,
+    global_indices: tuple[int, ...],
+    is_causal: bool,
+    padding_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    training: bool = False,
+) -> torch.Tensor:
+    """Longformer-style attention without an n x n tensor. Returns [batch, heads, q_len, head_dim].
+
+    query [b, h, q, d]; key/value [b, h, k, d] (already repeated for GQA) with k >= q: the queries sit at slots
+    k - q .. k - 1 (k > q when a cache holds earlier slots). Query i sees key j when |i - j| <= window (and j <= i if
+    causal), or when i or j is a global slot. Softmax runs jointly over a query's local and global keys; a global key
+    that is also local is counted once.
+
+    Prefill / training (q == k): the sequence is cut into blocks of B = min(window, n) queries; block i's keys are
+    blocks i-1, i, i+1 (3B keys, which contain every key within `window`), so scores are [b, h, n/B, B, 3B + g].
+    Rows of global queries are then recomputed over all keys ([b, h, g, n]).
+    Decoding with a cache (q < k): scores are the q x k rows of those queries, O(k) per generated token.
+    """
+    batch, heads, q_len, head_dim = query.shape
+    kv_len = key.shape[-2]
+    device = query.device
+    global_slots = _global_slots(global_indices, kv_len, device)
+    is_global = torch.zeros(kv_len, dtype=torch.bool, device=device)
+    is_global[global_slots] = True
+
+    if q_len != kv_len:
+        # Cached decoding: the few new queries against every cached key, with the same rule.
+        q_slots = torch.arange(kv_len - q_len, kv_len, device=device)[:, None]
+        k_slots = torch.arange(kv_len, device=device)[None, :]
+        valid = ((q_slots - k_slots).abs() <= window) | is_global[q_slots] | is_global[k_slots]
+        if is_causal:
+            valid = valid & (k_slots <= q_slots)
+        valid = valid[None, None]
+        if padding_mask is not None:
+            valid = valid & padding_mask[:, None, None, :]
+        weights = _masked_softmax(torch.matmul(query, key.transpose(-1, -2)) * scaling, valid)
+        weights = _dropout(weights, dropout, training).to(value.dtype)
+        return torch.matmul(weights, value)
+
+    n = q_len
+    block = max(1, min(window, n))
+    num_blocks = math.ceil(n / block)
+    pad = num_blocks * block - n
+    q_blocks = nn.functional.pad(query, (0, 0, 0, pad)).view(batch, heads, num_blocks, block, head_dim)
+    # One block of padding on each side; unfold gives every block its 3-block key window as a view.
+    k_windows = nn.functional.pad(key, (0, 0, block, pad + block)).unfold(2, 3 * block, block)  # b h nb d 3B
+    v_windows = nn.functional.pad(value, (0, 0, block, pad + block)).unfold(2, 3 * block, block).transpose(-1, -2)
+    local_scores = torch.matmul(q_blocks, k_windows) * scaling  # b h nb B 3B
+
+    q_slots = torch.arange(num_blocks * block, device=device).view(num_blocks, block, 1)
+    k_slots = (torch.arange(num_blocks, device=device).view(num_blocks, 1, 1) - 1) * block + torch.arange(
+        3 * block, device=device
+    ).view(1, 1, 3 * block)
+    in_range = (k_slots >= 0) & (k_slots < n)
+    local_valid = in_range & ((q_slots - k_slots).abs() <= window)
+    if is_causal:
+        local_valid = local_valid & (k_slots <= q_slots)
+    # Global keys are attended through the global columns below; drop them here so they are not counted twice.
+    local_valid = local_valid & ~is_global[k_slots.clamp(0, n - 1)]
+    local_valid = local_valid[None, None]  # 1 1 nb B 3B
+    if padding_mask is not None:
+        padded_keys = nn.functional.pad(padding_mask, (block, pad + block), value=False).unfold(1, 3 * block, block)
+        local_valid = local_valid & padded_keys[:, None, :, None, :]  # b 1 nb B 3B
+
+    num_global = global_slots.numel()
+    if num_global:
+        global_keys, global_values = key[:, :, global_slots], value[:, :, global_slots]  # b h g d
+        global_scores = torch.matmul(q_blocks, global_keys.transpose(-1, -2)[:, :, None]) * scaling  # b h nb B g
+        global_valid = torch.ones(num_blocks, block, num_global, dtype=torch.bool, device=device)
+        if is_causal:
+            global_valid = global_valid & (global_slots.view(1, 1, -1) <= q_slots)
+        global_valid = global_valid[None, None]
+        if padding_mask is not None:
+            global_valid = global_valid & padding_mask[:, global_slots][:, None, None, None, :]
+        scores = torch.cat((local_scores, global_scores), dim=-1)
+        valid = _cat_masks(local_valid, global_valid)
+    else:
+        scores, valid = local_scores, local_valid
+    weights = _masked_softmax(scores, valid)
+    weights = _dropout(weights, dropout, training).to(value.dtype)
+    output = torch.matmul(weights[..., : 3 * block], v_windows)  # b h nb B d
+    if num_global:
+        output = output + torch.matmul(weights[..., 3 * block :], global_values[:, :, None])
+    output = output.reshape(batch, heads, num_blocks * block, head_dim)[:, :, :n]
+
+    if num_global:
+        # Global queries attend to every key (every earlier key if causal).
+        g_scores = torch.matmul(query[:, :, global_slots], key.transpose(-1, -2)) * scaling  # b h g n
+        g_valid = torch.ones(num_global, n, dtype=torch.bool, device=device)
+        if is_causal:
+            g_valid = g_valid & (torch.arange(n, device=device)[None, :] <= global_slots[:, None])
+        g_valid = g_valid[None, None]
+        if padding_mask is not None:
+            g_valid = g_valid & padding_mask[:, None, None, :]
+        g_weights = _masked_softmax(g_scores, g_valid)
+        g_weights = _dropout(g_weights, dropout, training).to(value.dtype)
+        output = output.index_copy(2, global_slots, torch.matmul(g_weights, value))
+    return output
+
+
+def _cat_masks(local_valid: torch.Tensor, global_valid: torch.Tensor) -> torch.Tensor:
+    """Concatenate two boolean masks along the key axis after broadcasting their leading axes."""
+    shape = torch.broadcast_shapes(local_valid.shape[:-1], global_valid.shape[:-1])
+    return torch.cat(
+        (local_valid.expand(*shape, local_valid.shape[-1]), global_valid.expand(*shape, global_valid.shape[-1])),
+        dim=-1,
+    )
+
+
+class SlidingWindowAttention(AttentionVariant):
+    """Local window of `attention_window` keys each side plus `global_attention_indices` (see the module docstring
+    for which kernel each attn_implementation uses)."""
+
+    def __init__(self, config, layer_idx, num_heads, num_key_value_heads, head_dim, is_causal):
+        super().__init__(config, layer_idx, num_heads, num_key_value_heads, head_dim, is_causal)
+        self.window = config.attention_window
+        self.global_indices = tuple(sorted(set(config.global_attention_indices or ())))
+        self.config = config
+
+    def forward(self, module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+        implementation = self.config._attn_implementation or "eager"
+        if implementation == "flex_attention" or "flash" in implementation:
+            if "flash" in implementation:
+                if self.global_indices:
+                    raise ValueError(
+                        f"attention_variant='sliding_window' with global_attention_indices={list(self.global_indices)}"
+                        f" cannot run on attn_implementation={implementation!r}: FlashAttention has a window but no "
+                        "global tokens. Use attn_implementation='sdpa' (blocked kernel) or 'flex_attention', or "
+                        "drop the global tokens."
+                    )
+                # transformers maps sliding_window=s to FlashAttention's window_size=(s - 1, s - 1): w keys each side.
+                kwargs["sliding_window"] = self.window + 1
+            # flex: attention_mask is the BlockMask built by variant_attention_mask.
+            attention_function = ALL_ATTENTION_FUNCTIONS[implementation]
+            return attention_function(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
+                                      **kwargs)
+        groups = self.num_heads // key.shape[1]
+        key, value = repeat_kv(key, groups), repeat_kv(value, groups)
+        padding = self.padding_mask(attention_mask, query.shape[0], key.shape[-2], query.device)
+        output = sliding_window_attention(
+            query, key, value, self.window, self.global_indices, self.is_causal, padding, scaling, dropout,
+            self.training,
+        )
+        return output.transpose(1, 2).contiguous(), None
+
+    def extra_repr(self) -> str:
+        return f"window={self.window}, global_indices={list(self.global_indices)}, causal={self.is_causal}"
+
+
+# ================================================================================================ Linformer
+class LinformerAttention(AttentionVariant):
+    """Linformer (Wang et al. 2020): softmax(Q (E K)^T * scaling) (F V) with E, F in R^{k x L} learned and applied
+    along the sequence axis; a sequence of n <= L slots uses the first n columns (as fairseq's implementation does).
+
+    `linformer_sharing`: "head" = one E and one F per key/value head, "layer" = one E and one F per layer shared by
+    the heads, "key_value" = one matrix per layer for both keys and values (the paper's sharing options within a
+    layer). Padded positions are zeroed before the projection so they contribute nothing.
+    """
+
+    supports_causal = False
+
+    def __init__(self, config, layer_idx, num_heads, num_key_value_heads, head_dim, is_causal):
+        super().__init__(config, layer_idx, num_heads, num_key_value_heads, head_dim, is_causal)
+        if is_causal:
+            raise ValueError(
+                "attention_variant='linformer' cannot be causal: its projection mixes every position of the sequence, "
+                "including future ones, into each projected key. Use it in encoders (zoo_encoder, zoo_vit); for a "
+                "decoder choose 'performer' or 'sliding_window'."
+            )
+        self.projected_length = config.linformer_k
+        self.max_length = config.linformer_max_length or config.max_position_embeddings
+        self.sharing = config.linformer_sharing
+        self.initializer_range = config.initializer_range
+        heads = num_key_value_heads if self.sharing == "head" else 1
+        self.key_projection = nn.Parameter(torch.empty(heads, self.projected_length, self.max_length))
+        self.value_projection = (
+            None if self.sharing == "key_value"
+            else nn.Parameter(torch.empty(heads, self.projected_length, self.max_length))
+        )
+
+    def reset_parameters(self):
+        # fairseq's Linformer: Xavier-uniform with gain 1/sqrt(2), i.e. variance 1 / (L + k).
+        std = (self.max_length + self.projected_length) ** -0.5
+        init.normal_(self.key_projection, mean=0.0, std=std)
+        if self.value_projection is not None:
+            init.normal_(self.value_projection, mean=0.0, std=std)
+
+    def forward(self, module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+        n = key.shape[-2]
+        if n > self.max_length:
+            raise ValueError(
+                f"Sequence of {n} slots is longer than linformer_max_length={self.max_length} (the projections have "
+                "one column per slot). Shorten the input or build the model with a larger linformer_max_length "
+                "(new columns are untrained)."
+            )
+        if query.shape[-2] != n:
+            raise ValueError("attention_variant='linformer' does not support a key/value cache (encoders only).")
+        padding = self.padding_mask(attention_mask, query.shape[0], n, query.device)
+        if padding is not None:
+            keep = padding[:, None, :, None]
+            key, value = torch.where(keep, key, 0.0), torch.where(keep, value, 0.0)
+        key_projection = self.key_projection[..., :n].to(key.dtype)
+        value_projection = (self.value_projection if self.value_projection is not None
+                            else self.key_projection)[..., :n].to(value.dtype)
+        projected_key = torch.matmul(key_projection, key)  # b kvh k d
+        projected_value = torch.matmul(value_projection, value)
+        groups = self.num_heads // key.shape[1]
+        projected_key, projected_value = repeat_kv(projected_key, groups), repeat_kv(projected_value, groups)
+        scores = torch.matmul(query, projected_key.transpose(-1, -2)) * scaling  # b h n k
+        weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+        weights = nn.functional.dropout(weights, p=dropout, training=self.training)
+        output = torch.matmul(weights, projected_value)
+        return output.transpose(1, 2).contiguous(), weights
+
+    def extra_repr(self) -> str:
+        return f"k={self.projected_length}, max_length={self.max_length}, sharing={self.sharing!r}"
+
+
+# ================================================================================================ Performer
+def draw_orthogonal_features(num_features: int, head_dim: int, generator: torch.Generator) -> torch.Tensor:
+    """FAVOR+'s random projection [num_features, head_dim]: stacked blocks of head_dim orthonormal rows (QR of a
+    Gaussian matrix), each row rescaled to the norm of a Gaussian vector so rows are marginally N(0, I)."""
+    blocks = []
+    for _ in range(math.ceil(num_features / head_dim)):
+        orthonormal, _ = torch.linalg.qr(torch.randn(head_dim, head_dim, generator=generator, dtype=torch.float64))
+        blocks.append(orthonormal.T)
+    directions = torch.cat(blocks)[:num_features]
+    norms = torch.randn(num_features, head_dim, generator=generator, dtype=torch.float64).norm(dim=1, keepdim=True)
+    return (directions * norms).float()
+
+
+def favor_features(states: torch.Tensor, projection: torch.Tensor, is_query: bool, stabilise_keys: bool,
+                   eps: float = 1e-6) -> torch.Tensor:
+    """Positive random features phi(x) = exp(w x - |x|^2 / 2 - c) / sqrt(m), so E[phi(q) phi(k)] = exp(q k) e^{-c..}.
+
+    The shift c cancels between numerator and denominator. Queries use their own row maximum (no other position is
+    involved, so it is causal-safe). Keys use the maximum over all keys in bidirectional attention; causal attention
+    uses no key shift, because a maximum over the sequence would depend on future keys. Unshifted it is still bounded:
+    w k - |k|^2 / 2 <= |w|^2 / 2, independent of k. `eps` keeps denominators positive (as in Performer's code).
+    """
+    projected = torch.matmul(states, projection.T)  # ... n m
+    half_norm = states.pow(2).sum(-1, keepdim=True) / 2
+    if is_query:
+        shift = projected.amax(dim=-1, keepdim=True).detach()
+    elif stabilise_keys:
+        shift = projected.amax(dim=(-1, -2), keepdim=True).detach()
+    else:
+        shift = 0.0
+    return (torch.exp(projected - half_norm - shift) + eps) * projection.shape[0] ** -0.5
+
+
+def _nonzero(denominator: torch.Tensor) -> torch.Tensor:
+    """A query that sees no key at all (a left-padded slot in a causal model) has numerator and denominator 0; give
+    it output 0 instead of NaN, which would spread to every later layer through that slot's keys and values."""
+    return torch.where(denominator == 0, 1.0, denominator)
+
+
+def performer_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    projection: torch.Tensor,
+    is_causal: bool,
+    padding_mask: torch.Tensor | None,
+    scaling: float,
+    chunk_size: int = 64,
+) -> torch.Tensor:
+    """FAVOR+ attention in float32. query [b, h, q, d], key/value [b, h, k, d] (k >= q; the queries are the last q
+    slots). Returns [b, h, q, d].
+
+    Bidirectional: out = phi(Q) (phi(K)^T V) / phi(Q) (phi(K)^T 1), O(n m d).
+    Causal: keys of cached slots (k - q of them) are visible to every query and enter as a starting state; the new
+    slots use prefix sums computed per chunk of `chunk_size`: the state of all earlier chunks (an exclusive cumulative
+    sum of per-chunk phi(K)^T V, [b, h, n/C, m, d]) plus an exact lower-triangular C x C term within the chunk. Memory
+    O(n m d / C + n C) instead of the O(n m d) of a per-position cumulative sum.
+    """
+    dtype = query.dtype
+    root = scaling**0.5  # q k * scaling = (q sqrt(s)) (k sqrt(s))
+    query, key, value = query.float() * root, key.float() * root, value.float()
+    projection = projection.to(device=query.device, dtype=torch.float32)
+    q_features = favor_features(query, projection, is_query=True, stabilise_keys=False)
+    k_features = favor_features(key, projection, is_query=False, stabilise_keys=not is_causal)
+    if padding_mask is not None:
+        # where, not multiply: a padded slot's state may be non-finite, and 0 * inf is NaN.
+        k_features = torch.where(padding_mask[:, None, :, None], k_features, 0.0)
+        value = torch.where(padding_mask[:, None, :, None], value, 0.0)
+
+    if not is_causal:
+        key_value = torch.matmul(k_features.transpose(-1, -2), value)  # b h m d
+        numerator = torch.matmul(q_features, key_value)
+        denominator = torch.matmul(q_features, k_features.sum(dim=-2, keepdim=True).transpose(-1, -2))
+        return (numerator / _nonzero(denominator)).to(dtype)
+
+    q_len, kv_len = query.shape[-2], key.shape[-2]
+    past = kv_len - q_len
+    past_state = torch.matmul(k_features[:, :, :past].transpose(-1, -2), value[:, :, :past])  # b h m d
+    past_norm = k_features[:, :, :past].sum(dim=-2)  # b h m
+    k_features, value = k_features[:, :, past:], value[:, :, past:]
+
+    batch, heads, n, num_features = q_features.shape
+    head_dim = value.shape[-1]
+    chunk = min(chunk_size, n)
+    num_chunks = math.ceil(n / chunk)
+    pad = num_chunks * chunk - n  # zero features: padded keys add nothing, padded queries are cut off below
+    q_chunks = nn.functional.pad(q_features, (0, 0, 0, pad)).view(batch, heads, num_chunks, chunk, num_features)
+    k_chunks = nn.functional.pad(k_features, (0, 0, 0, pad)).view(batch, heads, num_chunks, chunk, num_features)
+    v_chunks = nn.functional.pad(value, (0, 0, 0, pad)).view(batch, heads, num_chunks, chunk, head_dim)
+
+    chunk_state = torch.matmul(k_chunks.transpose(-1, -2), v_chunks)  # b h c m d
+    chunk_norm = k_chunks.sum(dim=-2)  # b h c m
+    state = torch.cumsum(chunk_state, dim=2) - chunk_state + past_state[:, :, None]
+    norm = torch.cumsum(chunk_norm, dim=2) - chunk_norm + past_norm[:, :, None]
+    numerator = torch.matmul(q_chunks, state)  # b h c C d
+    denominator = torch.matmul(q_chunks, norm.unsqueeze(-1)).squeeze(-1)  # b h c C
+    within = torch.matmul(q_chunks, k_chunks.transpose(-1, -2)).tril()  # b h c C C
+    numerator = numerator + torch.matmul(within, v_chunks)
+    denominator = denominator + within.sum(dim=-1)
+    output = (numerator / _nonzero(denominator).unsqueeze(-1)).reshape(batch, heads, num_chunks * chunk, head_dim)[:, :, :n]
+    return output.to(dtype)
+
+
+class PerformerAttention(AttentionVariant):
+    """FAVOR+ with `performer_features` positive orthogonal random features per layer (shared by the heads).
+
+    The projection is a persistent buffer drawn from `performer_seed` and the layer index, so a model is
+    reproducible and a saved one reloads the same features. With `performer_redraw_interval` = N > 0 the features are
+    redrawn every N training forward passes of the stack (never in eval mode), from the seed, the layer and the
+    number of redraws so far, so a run is reproducible too. The count lives on the module (not saved): a resumed run
+    restarts it. Attention dropout does not apply (there is no attention-probability matrix to drop from).
+    """
+
+    def __init__(self, config, layer_idx, num_heads, num_key_value_heads, head_dim, is_causal):
+        super().__init__(config, layer_idx, num_heads, num_key_value_heads, head_dim, is_causal)
+        self.num_features = config.performer_features
+        self.redraw_interval = config.performer_redraw_interval
+        self.seed = config.performer_seed
+        self.projection = nn.Buffer(torch.empty(self.num_features, head_dim), persistent=True)
+        self.forward_count = 0
+        self.redraw_count = 0
+        if config.attention_dropout > 0 and layer_idx == 0:
+            logger.warning_once(
+                f"attention_variant='performer' has no attention-probability matrix, so attention_dropout="
+                f"{config.attention_dropout} is not applied inside attention (hidden and embedding dropout still are)."
+            )
+
+    def _draw(self) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(
+            (self.seed * 1_000_003 + self.layer_idx * 10_007 + self.redraw_count) % (2**63)
+        )
+        return draw_orthogonal_features(self.num_features, self.head_dim, generator)
+
+    def reset_parameters(self):
+        self.redraw_count = 0
+        init.copy_(self.projection, self._draw())
+
+    @torch.no_grad()
+    def count_training_step(self) -> None:
+        """Called once per training forward of the stack (not per checkpointed recompute)."""
+        if not self.training or self.redraw_interval <= 0:
+            return
+        self.forward_count += 1
+        if self.forward_count % self.redraw_interval == 0:
+            self.redraw_count += 1
+            self.projection.copy_(self._draw().to(self.projection.device))
+
+    def forward(self, module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+        groups = self.num_heads // key.shape[1]
+        key, value = repeat_kv(key, groups), repeat_kv(value, groups)
+        padding = self.padding_mask(attention_mask, query.shape[0], key.shape[-2], query.device)
+        if not self.is_causal and query.shape[-2] != key.shape[-2]:
+            raise ValueError("Bidirectional Performer attention got a key/value cache; caches are for decoders.")
+        output = performer_attention(query, key, value, self.projection, self.is_causal, padding, scaling)
+        return output.transpose(1, 2).contiguous(), None
+
+    def extra_repr(self) -> str:
+        return f"features={self.num_features}, redraw_interval={self.redraw_interval}, causal={self.is_causal}"
+
+
+# ================================================================================================ registry
+# config.attention_variant -> module class; "full" means transformers' own kernels (no variant module).
+ATTENTION_VARIANTS: dict[str, type[AttentionVariant] | None] = {
+    "full": None,
+    "sliding_window": SlidingWindowAttention,
+    "linformer": LinformerAttention,
+    "performer": PerformerAttention,
+}
+
+
+def build_attention_variant(config, layer_idx: int, num_heads: int, num_key_value_heads: int, head_dim: int,
+                            is_causal: bool, is_cross_attention: bool) -> AttentionVariant | None:
+    """The variant module for one self-attention layer, or None for exact attention (and for cross-attention, which
+    stays exact: its keys are the encoder output, not the long sequence the variants are for)."""
+    name = getattr(config, "attention_variant", "full")
+    if name not in ATTENTION_VARIANTS:
+        raise ValueError(f"attention_variant={name!r} is unknown; choose one of {', '.join(ATTENTION_VARIANTS)}.")
+    variant_class = ATTENTION_VARIANTS[name]
+    if variant_class is None or is_cross_attention:
+        return None
+    return variant_class(config, layer_idx, num_heads, num_key_value_heads, head_dim, is_causal)
+
+
+def uses_variant_mask(config) -> bool:
+    """Whether the stack must build its self-attention mask with `variant_attention_mask` rather than transformers'
+    create_causal_mask / create_bidirectional_mask (FlashAttention's 2-D mask already is O(n), so flash keeps it)."""
+    name = getattr(config, "attention_variant", "full")
+    return name != "full" and not (name == "sliding_window" and "flash" in (config._attn_implementation or ""))
+
+
+def variant_attention_mask(config, is_causal: bool, inputs_embeds: torch.Tensor, attention_mask, cache,
+                           position_ids):
+    """The self-attention mask of a stack whose layers use an attention variant.
+
+    sliding_window on flex_attention: transformers' causal/bidirectional mask intersected with the window-or-global
+    rule; for flex that is a block-sparse BlockMask. Every other case: the 2-D bool padding mask [batch, keys] (None
+    without padding), which the variant kernels read directly, so no n x n mask is built.
+    """
+    if cache is not None and getattr(cache, "is_compileable", False):
+        raise ValueError(
+            f"attention_variant={config.attention_variant!r} does not support a static cache (its kernels take the "
+            "keys actually seen, not a fixed-size buffer). Generate with the default dynamic cache."
+        )
+    if config.attention_variant == "sliding_window" and config._attn_implementation == "flex_attention":
+        past = cache.get_seq_length() if cache is not None else 0
+        kv_length = past + inputs_embeds.shape[1]
+        globals_ = config.global_attention_indices or ()
+        is_global = None
+        if globals_:
+            # Longer than kv_length: FlexAttention's block-mask builder may evaluate the rule on indices padded up
+            # to its 128-slot blocks, and an out-of-range lookup inside a compiled mask function is not checked.
+            is_global = torch.zeros(kv_length + 256, dtype=torch.bool, device=inputs_embeds.device)
+            is_global[_global_slots(tuple(globals_), kv_length, inputs_embeds.device)] = True
+        window_rule = sliding_window_mask_function(config.attention_window, is_global)
+        if is_causal:
+            return create_causal_mask(config=config, inputs_embeds=inputs_embeds, attention_mask=attention_mask,
+                                      cache=cache, position_ids=position_ids, and_mask_function=window_rule)
+        return create_bidirectional_mask(config=config, inputs_embeds=inputs_embeds, attention_mask=attention_mask,
+                                         and_mask_function=window_rule)
+    if attention_mask is None:
+        return None
+    if attention_mask.ndim != 2:
+        raise ValueError(
+            f"attention_variant={config.attention_variant!r} takes a 2-D padding mask [batch, keys]; got a "
+            f"{attention_mask.ndim}-D mask. Pass the tokenizer's attention_mask."
+        )
+    attention_mask = attention_mask.to(device=inputs_embeds.device, dtype=torch.bool)
+    return None if bool(attention_mask.all()) else attention_mask
+
+
+def count_variant_training_steps(stack: nn.Module) -> None:
+    """Advance per-forward state (Performer feature redraws) once per stack forward; called by run_stack, so a
+    gradient-checkpointed layer's recompute does not count twice (and sees the same features)."""
+    if stack.training:
+        for module in stack.modules():
+            if isinstance(module, PerformerAttention):
+                module.count_training_step()
