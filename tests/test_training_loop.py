@@ -372,7 +372,7 @@ def test_curves_png_and_model_card(tmp_path):
         "training": {"steps": 4, "tokens": 1000}, "evaluation": {"validation": {"accuracy": 0.8}},
         "baseline": {"accuracy": 0.25},
     })
-    assert card.startswith("---\nlibrary_name: transformers")
+    assert card.startswith("---\n") and "\nlibrary_name: transformers\n" in card.split("\n---\n", 1)[0]
     assert "| hidden_size | 64 |" in card and "| num_hidden_layers | 2 |" in card
     assert f"{6.0 * counts['non_embedding'] * 1000:.3e}" in card
     assert "| accuracy | 0.8 | 0.25 |" in card

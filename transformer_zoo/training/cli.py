@@ -131,7 +131,27 @@ class RecipeArgumentParser(argparse.ArgumentParser):
             self.set_defaults(**converted)
         namespace = super().parse_args(argv, namespace)
         self._check_choices(namespace)
+        self._check_push_to_hub(namespace)
         return namespace
+
+    def _check_push_to_hub(self, namespace) -> None:
+        # Fail before training, not after it: the repo id's form and a token must be there (no network here).
+        repo_id = getattr(namespace, "push_to_hub", None)
+        if not repo_id:
+            return
+        from huggingface_hub import get_token
+        from huggingface_hub.errors import HFValidationError
+        from huggingface_hub.utils import validate_repo_id
+
+        try:
+            validate_repo_id(repo_id)
+        except HFValidationError as error:
+            self.error(f"--push_to_hub {repo_id!r}: {error}")
+        if repo_id.count("/") != 1:
+            self.error(f"--push_to_hub {repo_id!r}: give the repo as namespace/name, e.g. alice/tiny-gpt.")
+        if not get_token():
+            self.error("--push_to_hub needs a Hugging Face token with write access: log in with `hf auth login` or "
+                       "set HF_TOKEN, then run again.")
 
     def _convert_file_value(self, action: argparse.Action, value, source: str):
         # Values from the file go through the flag's own type so that "1e-4" (a string in YAML) becomes a float,
@@ -193,6 +213,20 @@ def add_training_arguments(parser: argparse.ArgumentParser, **defaults) -> None:
                      help="CPU threads per process: 'auto' = the available cores divided by the processes on this "
                      "machine (`accelerate launch` alone would leave 1 thread on a machine without GPU), a number, "
                      "or 'none' to keep OMP_NUM_THREADS.")
+    hub = parser.add_argument_group("publishing (see scripts/publish.py)")
+    hub.add_argument("--push_to_hub", default=None, metavar="USER/NAME",
+                     help="At the end of the run, check and publish the output folder to this Hub repo "
+                     "(transformer_zoo.publishing, as scripts/publish.py does; the token comes from HF_TOKEN or "
+                     "`hf auth login`). With several --seeds, seed N publishes to USER/NAME-seed-N.")
+    hub.add_argument("--hub_private", type=str2bool, default=False,
+                     help="With --push_to_hub: create the repo private.")
+    hub.add_argument("--hub_license", default=None,
+                     help="Hub licence id for the model card (e.g. apache-2.0, mit); default apache-2.0, the "
+                     "licence of transformer-zoo. Check that the starting weights' and the data's licences allow "
+                     "it (the card states both).")
+    hub.add_argument("--hub_language", type=comma_list, default=None,
+                     help="Language codes of the training text for the card's metadata (e.g. en or en,ur). Built-in "
+                     "corpora know theirs; a run on your own text data needs this to publish.")
 
     length = parser.add_argument_group("length and batches")
     length.add_argument("--max_steps", type=optional_int, default=d["max_steps"],

@@ -208,89 +208,22 @@ def _table(rows: list[tuple], header: tuple[str, str] = ("field", "value")) -> s
     return "\n".join(lines)
 
 
-def _yaml_list(values) -> str:
-    return "[" + ", ".join(json.dumps(str(v)) for v in values) + "]"
-
-
 def render_model_card(card: dict) -> str:
-    """A README.md for a trained model. `card` keys (all but title/model optional):
+    """A README.md for a trained model, rendered from the family's template in `transformer_zoo.model_cards`.
 
-    title, summary, model (the trained model), auto_class (e.g. "AutoModelForCausalLM"), pipeline_tag, base_model,
-    provenance (list of lines about where the starting weights came from), data (corpus_card_info dict),
-    tokenizer (str), hyperparameters (dict), hardware (dict), training (dict: steps, tokens, examples, wall time,
-    ...), evaluation (dict split -> metrics), baseline (dict of metrics), notes (list of lines), tags (list).
+    `card` keys (all but title/model optional): title, summary, model (the trained model), auto_class (e.g.
+    "AutoModelForCausalLM"), pipeline_tag, base_model (a Hub id), provenance (list of lines about where the starting
+    weights came from), data (corpus_card_info dict), tokenizer (str), hyperparameters (dict), hardware (dict),
+    training (dict: optimizer steps, tokens, examples, training time (s), ...), evaluation (dict split -> metrics),
+    baseline (dict of metrics; `baseline_name` / `baseline_note` describe it), notes (list of lines), tags (list),
+    extra_sections (list of (heading, markdown body) pairs, rendered as sections of their own), license (Hub
+    licence id), language (code or list of codes), trainable_parameters (the count the run trained, e.g. before a
+    LoRA merge), adapter (True for a PEFT adapter card), repo_id (where the usage snippets point).
+    Local paths in any value are rewritten without the directory layout.
     """
-    model = card["model"]
-    config = model.config
-    counts = count_parameters(model)
-    training = card.get("training", {})
-    tokens = int(training.get("tokens", 0) or 0)
-    flops = training_compute_flops(counts["non_embedding"], tokens)
-    tags = ["transformer-zoo", str(config.model_type)] + list(card.get("tags", []))
-    front = ["---", "library_name: transformers", f"tags: {_yaml_list(tags)}"]
-    if card.get("pipeline_tag"):
-        front.append(f"pipeline_tag: {card['pipeline_tag']}")
-    if card.get("base_model"):
-        front.append(f"base_model: {card['base_model']}")
-    data = card.get("data") or {}
-    if data.get("name"):
-        front.append(f"datasets: {_yaml_list([data['name']])}")
-    front.append("---")
+    from ..model_cards import render_model_card as render
 
-    sections = ["\n".join(front), f"# {card['title']}", card.get("summary", "")]
-
-    architecture = [("class", type(model).__name__)]
-    architecture += [(field, getattr(config, field)) for field in ARCHITECTURE_FIELDS if hasattr(config, field)]
-    architecture += [
-        ("parameters", counts["total"]), ("non-embedding parameters", counts["non_embedding"]),
-        ("trainable parameters", counts["trainable"]),
-    ]
-    sections += ["## Architecture", _table(architecture)]
-    if card.get("provenance"):
-        sections += ["## Starting weights", "\n".join(f"- {line}" for line in card["provenance"])]
-
-    if data:
-        lines = [f"- **{key}**: {value}" for key, value in data.items() if value not in (None, "", [], {})]
-        sections += ["## Data", "\n".join(lines)]
-    if card.get("tokenizer"):
-        sections += ["## Tokenizer", card["tokenizer"]]
-
-    if card.get("hyperparameters"):
-        rows = sorted((key, value) for key, value in card["hyperparameters"].items() if value is not None)
-        sections += ["## Training hyper-parameters", _table(rows, ("hyper-parameter", "value"))]
-    run_rows = [(key, value) for key, value in training.items()]
-    run_rows.append(("compute estimate 6·N·D (FLOPs; N = non-embedding parameters, D = tokens)", flops))
-    sections += ["## Training run", _table(run_rows, ("quantity", "value"))]
-    if card.get("hardware"):
-        sections += ["## Hardware and software", _table(list(card["hardware"].items()))]
-
-    evaluation = card.get("evaluation") or {}
-    if evaluation:
-        metric_names = sorted({name for metrics in evaluation.values() for name in metrics})
-        baseline = card.get("baseline") or {}
-        header = "| metric | " + " | ".join(evaluation) + (" | majority-class baseline |" if baseline else " |")
-        lines = [header, "|---" * (len(evaluation) + 1 + bool(baseline)) + "|"]
-        for name in metric_names:
-            cells = [_format_number(metrics.get(name, "")) for metrics in evaluation.values()]
-            if baseline:
-                cells.append(_format_number(baseline.get(name, "")))
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
-        sections += ["## Evaluation", "\n".join(lines)]
-
-    auto_class = card.get("auto_class", "AutoModel")
-    usage = (
-        "```python\n"
-        "import transformer_zoo  # registers the zoo classes with the Auto classes\n"
-        f"from transformers import {auto_class}\n"
-        f'model = {auto_class}.from_pretrained("path/to/this/folder")\n'
-        "# without transformer-zoo installed, the modeling code shipped in the folder is used:\n"
-        f'model = {auto_class}.from_pretrained("path/to/this/folder", trust_remote_code=True)\n'
-        "```"
-    )
-    sections += ["## Usage", usage]
-    if card.get("notes"):
-        sections += ["## Notes and limitations", "\n".join(f"- {line}" for line in card["notes"])]
-    return "\n\n".join(section for section in sections if section) + "\n"
+    return render(card)
 
 
 def write_model_card(output_dir: str | os.PathLike, card: dict) -> Path:

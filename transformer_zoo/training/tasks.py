@@ -188,4 +188,39 @@ def finish_output_folder(output_dir: str | os.PathLike, card: dict, *, title: st
         shutil.rmtree(output_dir / BEST_MODEL_DIR, ignore_errors=True)
     if (output_dir / METRICS_FILE).exists():
         plot_training_curves(output_dir / METRICS_FILE, output_dir / CURVES_FILE, title=title)
+    run_args = _read_json(output_dir / "run_args.json")
+    results = _read_json(output_dir / "results.json")
+    card = dict(card)
+    # The count the run trained (printed at its start): after a LoRA merge every weight of the saved model is a
+    # plain parameter again, so counting the saved model would report a different number.
+    if results.get("trainable_parameters") is not None:
+        card.setdefault("trainable_parameters", results["trainable_parameters"])
+    if run_args.get("hub_license"):
+        card.setdefault("license", run_args["hub_license"])
+    if run_args.get("hub_language"):
+        card.setdefault("language", run_args["hub_language"])
     write_model_card(output_dir, card)
+    if (output_dir / "adapter" / "adapter_config.json").is_file():
+        # PEFT leaves a README of "More Information Needed"; the adapters get this run's card instead. Their base
+        # is the zoo-format model they were attached to, which has no Hub id yet: publish.py asks for --base_model.
+        write_model_card(output_dir / "adapter", {**card, "adapter": True, "base_model": None})
+    if run_args.get("push_to_hub"):
+        push_output_folder(output_dir, run_args)
+
+
+def _read_json(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def push_output_folder(output_dir: Path, run_args: dict) -> str:
+    """--push_to_hub: publish the finished folder with the checks of scripts/publish.py."""
+    from ..publishing import PublishError, publish
+
+    repo_id = run_args["push_to_hub"]
+    if len(run_args.get("seeds") or []) > 1:
+        repo_id = f"{repo_id}-seed-{run_args['seed']}"
+    try:
+        return publish(output_dir, repo_id, private=bool(run_args.get("hub_private")))
+    except PublishError as error:
+        raise ValueError(f"--push_to_hub {repo_id}: {error}\nThe trained model is saved in {output_dir}; publish "
+                         "it later with scripts/publish.py.") from None
