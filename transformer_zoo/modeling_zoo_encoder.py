@@ -139,7 +139,7 @@ class ZooEncoderForMaskedLM(ZooEncoderPreTrainedModel):
         loss = None
         if labels is not None:
             # Labels are -100 except at masked positions; no shift (unlike causal LM).
-            loss = CrossEntropyLoss()(logits.view(-1, self.config.vocab_size), labels.view(-1).to(logits.device))
+            loss = CrossEntropyLoss()(logits.view(-1, self.config.vocab_size), labels.reshape(-1).to(logits.device))
         return MaskedLMOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
