@@ -96,7 +96,10 @@ def test_preset_configs_parse():
     configs = sorted((RECIPES / "configs").glob("*.yaml"))
     assert len(configs) >= 4
     for path in configs:
-        module = finetuning if path.name.startswith("finetune") else pretraining
+        from transformer_zoo.training import domain_adaptation
+
+        module = finetuning if path.name.startswith("finetune") else \
+            domain_adaptation if path.name.startswith("domain_adapt") else pretraining
         args = module.build_parser().parse_args(["--config", str(path)])
         assert args.output_dir
 

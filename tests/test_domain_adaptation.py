@@ -1,0 +1,301 @@
+"""Vocabulary extension (new rows = mean of the old pieces' rows; tied and untied output layers), the masked-position
+MLM loss, LoRA mode, and a tiny end-to-end adaptation with a downstream check."""
+
+import json
+import random
+
+import pytest
+import torch
+
+from transformer_zoo import ZooDecoderConfig, ZooDecoderForCausalLM, ZooEncoderConfig, ZooEncoderForMaskedLM
+from transformer_zoo.text.tokenizer_stats import tokenizer_statistics
+from transformer_zoo.training.domain_adaptation import (
+    MaskedPositionsLM,
+    apply_lora,
+    build_parser,
+    extend_tokenizer,
+    main,
+    old_pieces,
+    resize_and_initialise,
+    train_tokenizer_like,
+)
+from transformer_zoo.training.tokenization import train_tokenizer
+
+
+ENGLISH = ["the cat sat on the mat", "a dog ran in the park", "we read books at night", "she has a red hat",
+           "they play in the sun", "it is a good day"] * 20
+URDU_WORDS = ["کتاب", "پانی", "لڑکا", "لڑکی", "گھر", "اسکول", "دوست", "کھانا", "بازار", "شہر", "آسمان", "درخت",
+              "ہے", "تھا", "میں", "نے", "کو", "کی", "کا", "اور"]
+
+
+def urdu_sentences(count: int, seed: int = 0, words=URDU_WORDS) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(words) for _ in range(rng.randint(5, 9))) + "۔" for _ in range(count)]
+
+
+@pytest.fixture(scope="module")
+def english_wordpiece():
+    # English-only training text: every Urdu letter is unknown to this tokenizer.
+    return train_tokenizer(ENGLISH, kind="wordpiece", vocab_size=120, show_progress=False)
+
+
+def tiny_mlm(vocab_size: int) -> ZooEncoderForMaskedLM:
+    torch.manual_seed(0)
+    return ZooEncoderForMaskedLM(ZooEncoderConfig.from_preset("tiny", vocab_size=vocab_size, pad_token_id=0))
+
+
+# ------------------------------------------------------------------------------------------------ WordPiece
+def test_old_pieces_follow_wordpiece_and_continuation_state(english_wordpiece):
+    tokenizer = english_wordpiece
+    vocab = tokenizer.get_vocab()
+    model = tokenizer.backend_tokenizer.model
+    for word in ("the", "cat", "books", "park"):
+        # word-initial: exactly what the tokenizers library's WordPiece does
+        assert old_pieces(tokenizer, word, "WordPiece") == [t.id for t in model.tokenize(word)]
+    # continuation: '##' pieces only, greedy longest first, one unknown character -> one [UNK]
+    expected = []
+    rest = "ats"
+    while rest:
+        for end in range(len(rest), 0, -1):
+            if "##" + rest[:end] in vocab:
+                expected.append(vocab["##" + rest[:end]])
+                rest = rest[end:]
+                break
+    assert old_pieces(tokenizer, "##ats", "WordPiece") == expected
+    assert old_pieces(tokenizer, "cکt", "WordPiece") == [vocab["c"], tokenizer.unk_token_id, vocab["##t"]]
+
+
+def test_extension_keeps_old_ids_and_lowers_fertility(english_wordpiece):
+    urdu = urdu_sentences(200)
+    trained = train_tokenizer_like(english_wordpiece, urdu, vocab_size=150, min_frequency=1)
+    extension = extend_tokenizer(english_wordpiece, trained)
+    extended = extension.tokenizer
+    assert extension.kind == "WordPiece"
+    assert extension.first_new_id == len(english_wordpiece)
+    assert len(extended) == len(english_wordpiece) + len(extension.new_tokens)
+    assert "##" + "ا" in extension.new_tokens or "ا" in extension.new_tokens
+    # English encodes to the same ids as before (nothing old moved) ...
+    for text in ("the cat sat", "books at night"):
+        assert extended(text)["input_ids"] == english_wordpiece(text)["input_ids"]
+    # ... and the special tokens stay where they were.
+    assert extended.cls_token_id == english_wordpiece.cls_token_id and extended.mask_token_id == \
+        english_wordpiece.mask_token_id
+    held_out = urdu_sentences(30, seed=1)
+    before = tokenizer_statistics(english_wordpiece, held_out)
+    after = tokenizer_statistics(extended, held_out)
+    assert before["unknown_word_share"] == 1.0  # every Urdu word is [UNK] for the English tokenizer
+    assert after["unknown_share"] == 0.0
+    assert after["fertility"] < 1.5
+    # max_new_tokens caps the extension
+    assert len(extend_tokenizer(english_wordpiece, trained, max_new_tokens=5).new_tokens) == 5
+
+
+def test_new_rows_are_the_mean_of_old_pieces_with_tied_output(english_wordpiece):
+    trained = train_tokenizer_like(english_wordpiece, ENGLISH[:6] + ["catsat dogpark hatsun"] * 5, vocab_size=140,
+                                   min_frequency=1)
+    extension = extend_tokenizer(english_wordpiece, trained)
+    assert extension.new_tokens, "the trained tokenizer should add English merges such as 'catsat'"
+    model = tiny_mlm(len(english_wordpiece))
+    assert model.lm_head.decoder.weight is model.model.embed_tokens.weight
+    with torch.no_grad():
+        model.lm_head.decoder.bias.normal_()  # make the bias check meaningful
+    old_embedding = model.model.embed_tokens.weight.detach().clone()
+    old_bias = model.lm_head.decoder.bias.detach().clone()
+    pieces = resize_and_initialise(model, extension, english_wordpiece)
+
+    new_size = len(extension.tokenizer)
+    assert model.model.embed_tokens.weight.shape[0] == new_size
+    assert model.lm_head.decoder.bias.shape[0] == new_size and model.config.vocab_size == new_size
+    assert model.lm_head.decoder.weight is model.model.embed_tokens.weight  # still tied after the resize
+    weight = model.model.embed_tokens.weight
+    torch.testing.assert_close(weight[: len(english_wordpiece)], old_embedding, rtol=0, atol=0)
+    vocab = english_wordpiece.get_vocab()
+    for offset, token in enumerate(extension.new_tokens):
+        row = extension.first_new_id + offset
+        ids = pieces[token]
+        torch.testing.assert_close(weight[row], old_embedding[ids].mean(0))
+        torch.testing.assert_close(model.lm_head.decoder.bias[row], old_bias[ids].mean())
+    # one case by hand: a merged word is the mean of its original pieces' rows
+    if "catsat" in extension.new_tokens:
+        row = extension.first_new_id + extension.new_tokens.index("catsat")
+        hand = [vocab[p] for p in ("cat", "##sat")] if "##sat" in vocab else pieces["catsat"]
+        torch.testing.assert_close(weight[row], old_embedding[hand].mean(0))
+    # the output of the tied layer equals the input row for a new token
+    hidden = torch.randn(1, model.config.hidden_size)
+    logits = model.lm_head.decoder(hidden)
+    row = extension.first_new_id
+    torch.testing.assert_close(logits[0, row], hidden[0] @ weight[row] + model.lm_head.decoder.bias[row])
+
+
+def test_untied_decoder_with_byte_level_bpe():
+    english_bpe = train_tokenizer(ENGLISH, kind="bpe", vocab_size=300, show_progress=False)
+    config = ZooDecoderConfig.from_preset("tiny", vocab_size=len(english_bpe), tie_word_embeddings=False,
+                                          pad_token_id=english_bpe.pad_token_id)
+    torch.manual_seed(0)
+    model = ZooDecoderForCausalLM(config)
+    assert model.lm_head.weight is not model.get_input_embeddings().weight
+    old_input = model.get_input_embeddings().weight.detach().clone()
+    old_output = model.lm_head.weight.detach().clone()
+    urdu = urdu_sentences(200)
+    trained = train_tokenizer_like(english_bpe, urdu, vocab_size=500, min_frequency=1)
+    extension = extend_tokenizer(english_bpe, trained)
+    assert extension.kind == "BPE" and extension.new_tokens
+    pieces = resize_and_initialise(model, extension, english_bpe)
+    for offset, token in enumerate(extension.new_tokens):
+        row = extension.first_new_id + offset
+        assert len(pieces[token]) >= 2  # byte-level BPE spells a new Urdu token with 2+ old pieces
+        torch.testing.assert_close(model.get_input_embeddings().weight[row], old_input[pieces[token]].mean(0))
+        torch.testing.assert_close(model.lm_head.weight[row], old_output[pieces[token]].mean(0))
+    extended = extension.tokenizer
+    text = urdu_sentences(1, seed=5)[0]
+    ids = extended(text)["input_ids"]
+    assert extended.decode(ids) == text  # the appended merges still round-trip the text
+    assert len(ids) < len(english_bpe(text)["input_ids"]) / 2
+    assert max(ids) >= extension.first_new_id
+
+
+def test_extension_refuses_a_slow_tokenizer():
+    class Slow:
+        is_fast = False
+
+    with pytest.raises(ValueError, match="fast"):
+        train_tokenizer_like(Slow(), ["ایک"], vocab_size=10)
+
+
+# ------------------------------------------------------------------------------------------------ objective
+def test_masked_positions_loss_equals_the_models_own_loss():
+    model = tiny_mlm(97).eval()
+    torch.manual_seed(1)
+    input_ids = torch.randint(5, 97, (3, 11))
+    labels = torch.full_like(input_ids, -100)
+    chosen = torch.rand(input_ids.shape) < 0.3
+    chosen[0, 0] = True
+    labels[chosen] = input_ids[chosen]
+    mask = torch.ones_like(input_ids)
+    mask[2, 8:] = 0
+    reference = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
+    sparse = MaskedPositionsLM(model)(input_ids=input_ids, attention_mask=mask, labels=labels).loss
+    torch.testing.assert_close(sparse, reference)
+
+
+def test_lora_mode_trains_adapters_new_rows_and_new_head():
+    model = tiny_mlm(100)
+    parser = build_parser()
+    args = parser.parse_args(["--mode", "lora", "--lora_rank", "4"])
+    peft_model = apply_lora(args, model, [95, 96, 97, 98, 99], new_head=True)
+    trainable = {name for name, p in peft_model.named_parameters() if p.requires_grad}
+    assert any("lora_A" in name for name in trainable)
+    assert any("trainable_tokens_delta" in name for name in trainable)
+    assert any(name.endswith("lm_head.dense.weight") for name in trainable)
+    assert any(name.endswith("lm_head.decoder.token_adapter.base_layer.bias") for name in trainable)
+    # the (tied) embedding matrix itself stays frozen: only the delta rows of the new tokens train
+    assert not any(name.endswith("weight") and ("embed_tokens" in name or "decoder" in name) for name in trainable)
+    input_ids = torch.randint(5, 100, (2, 9))
+    labels = input_ids.clone()
+    MaskedPositionsLM(peft_model)(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+                                  labels=labels).loss.backward()
+    delta = next(p for name, p in peft_model.named_parameters() if "trainable_tokens_delta" in name)
+    assert delta.shape == (5, model.config.hidden_size) and delta.grad is not None
+
+
+def test_every_flag_is_documented():
+    assert build_parser().undocumented_flags() == []
+
+
+# ------------------------------------------------------------------------------------------------ end to end
+def test_tiny_end_to_end_adaptation(tmp_path, english_wordpiece):
+    model_dir = tmp_path / "english-model"
+    tiny_mlm(len(english_wordpiece)).save_pretrained(model_dir)
+    english_wordpiece.save_pretrained(model_dir)
+    # labelled Urdu: two classes with different word distributions (a learnable "which source" task)
+    rows = [{"text": " ".join(urdu_sentences(2, seed=i, words=URDU_WORDS[:12] if i % 2 else URDU_WORDS[8:])),
+             "label": "odd" if i % 2 else "even"} for i in range(240)]
+    data_file = tmp_path / "urdu.jsonl"
+    data_file.write_text("\n".join(json.dumps(row, ensure_ascii=False) for row in rows) + "\n", encoding="utf-8")
+    output_dir = tmp_path / "adapted"
+    results = main([
+        "--model", str(model_dir), "--dataset", str(data_file), "--output_dir", str(output_dir),
+        "--max_train_paragraphs", "none", "--eval_paragraphs", "24", "--urdu_vocab_size", "200",
+        "--min_frequency", "1", "--context_length", "32", "--per_device_batch_size", "8", "--max_steps", "30",
+        "--learning_rate", "3e-3", "--eval_steps", "none", "--save_steps", "15", "--logging_steps", "5",
+        "--head_warmup_steps", "0", "--downstream_seeds", "1", "--downstream_train_examples", "48", "--downstream_validation_examples",
+        "12", "--downstream_test_examples", "24", "--downstream_epochs", "1", "--downstream_max_length", "32",
+        "--downstream_batch_size", "8", "--progress_bar", "false", "--report_to", "none",
+    ])
+    stats = results["tokenizer"]
+    assert stats["original"]["unknown_word_share"] == 1.0 and "extended" in stats
+    assert stats["extended"]["fertility"] < 1.5 and stats["extended"]["unknown_share"] == 0.0
+    assert results["new_tokens"] > 0 and results["vocabulary_size"] == len(english_wordpiece) + results["new_tokens"]
+    assert results["held_out_after"]["loss"] < results["held_out_before"]["loss"]
+    downstream = results["downstream"]
+    assert [run["seed"] for run in downstream["adapted"]["runs"]] == [1]
+    assert set(downstream) >= {"base", "adapted", "accuracy_gain", "gain_exceeds_seed_spread", "sizes"}
+    assert set(downstream["majority_baseline"]) == {"accuracy", "macro_f1"}
+    for name in ("README.md", "results.json", "tokenizer_stats.json", "tokenizer_stats.md", "adaptation_report.md",
+                 "model.safetensors", "tokenizer.json"):
+        assert (output_dir / name).is_file(), name
+    card = (output_dir / "README.md").read_text(encoding="utf-8")
+    assert "supplied by the user" in card
+    # the adapted folder reloads as a masked LM with the extended vocabulary
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    reloaded = AutoModelForMaskedLM.from_pretrained(output_dir)
+    tokenizer = AutoTokenizer.from_pretrained(output_dir)
+    assert reloaded.config.vocab_size == len(tokenizer) == results["vocabulary_size"]
+    assert reloaded.lm_head.decoder.weight is reloaded.model.embed_tokens.weight
+
+
+def test_bad_model_path_is_a_clear_error(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["--model", str(tmp_path / "missing"), "--output_dir", str(tmp_path / "o")])
+    assert "cannot load a config" in capsys.readouterr().err
+
+
+def test_tiny_decoder_adaptation_with_lora_and_bpe(tmp_path):
+    # A decoder continues with causal LM; its byte-level BPE gets Urdu merges; LoRA (+ new rows) is merged on save.
+    english_bpe = train_tokenizer(ENGLISH, kind="bpe", vocab_size=300, show_progress=False)
+    config = ZooDecoderConfig.from_preset("tiny", vocab_size=len(english_bpe), pad_token_id=english_bpe.pad_token_id,
+                                          bos_token_id=english_bpe.bos_token_id,
+                                          eos_token_id=english_bpe.eos_token_id)
+    torch.manual_seed(0)
+    model_dir = tmp_path / "decoder"
+    ZooDecoderForCausalLM(config).save_pretrained(model_dir)
+    english_bpe.save_pretrained(model_dir)
+    data_file = tmp_path / "urdu.txt"
+    data_file.write_text("\n".join(" ".join(urdu_sentences(2, seed=i)) for i in range(150)) + "\n", encoding="utf-8")
+    output_dir = tmp_path / "adapted"
+    results = main([
+        "--model", str(model_dir), "--dataset", str(data_file), "--output_dir", str(output_dir), "--mode", "lora",
+        "--lora_target_modules", "q_proj,v_proj", "--max_train_paragraphs", "none", "--eval_paragraphs", "15",
+        "--urdu_vocab_size", "400", "--min_frequency", "1", "--context_length", "32", "--per_device_batch_size", "8",
+        "--max_steps", "12", "--learning_rate", "5e-3", "--eval_steps", "none", "--save_steps", "none",
+        "--downstream", "false", "--progress_bar", "false", "--report_to", "none",
+    ])
+    assert results["objective"] == "clm" and results["downstream"] is None
+    assert results["tokenizer"]["extended"]["fertility"] < results["tokenizer"]["original"]["fertility"] / 2
+    assert results["held_out_after"]["loss"] < results["held_out_before"]["loss"]
+    from transformers import AutoModelForCausalLM
+
+    reloaded = AutoModelForCausalLM.from_pretrained(output_dir)
+    assert reloaded.config.vocab_size == results["vocabulary_size"]
+    assert not any("lora" in name for name, _ in reloaded.named_parameters())  # merged into plain weights
+
+
+def test_a_token_without_old_pieces_starts_at_the_mean_of_all_rows():
+    # SmolLM2's byte-level vocabulary lacks the byte symbols that never occur in UTF-8; an Urdu BPE trained on the
+    # full byte alphabet adds them, and the old BPE model spells them with no piece at all.
+    from transformer_zoo.training.domain_adaptation import VocabularyExtension
+
+    english_bpe = train_tokenizer(ENGLISH, kind="bpe", vocab_size=300, show_progress=False)
+    assert old_pieces(english_bpe, "ک", "BPE") == []  # a raw Urdu letter is no symbol of a byte-level vocabulary
+
+    class Sized:
+        def __len__(self):
+            return len(english_bpe) + 1
+
+    model = ZooDecoderForCausalLM(ZooDecoderConfig.from_preset("tiny", vocab_size=len(english_bpe)))
+    old_rows = model.get_input_embeddings().weight.detach().clone()
+    extension = VocabularyExtension(Sized(), ["ک"], len(english_bpe), "BPE")
+    resize_and_initialise(model, extension, english_bpe)
+    torch.testing.assert_close(model.get_input_embeddings().weight[-1], old_rows.mean(0))
+    assert torch.isfinite(model.get_input_embeddings().weight).all()
