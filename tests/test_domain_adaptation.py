@@ -299,3 +299,40 @@ def test_a_token_without_old_pieces_starts_at_the_mean_of_all_rows():
     resize_and_initialise(model, extension, english_bpe)
     torch.testing.assert_close(model.get_input_embeddings().weight[-1], old_rows.mean(0))
     assert torch.isfinite(model.get_input_embeddings().weight).all()
+
+
+def test_tiny_seq2seq_adaptation_with_denoising(tmp_path):
+    # An encoder-decoder continues with its own objective, span denoising, over the extended WordPiece vocabulary.
+    from transformer_zoo import ZooSeq2SeqConfig, ZooSeq2SeqForConditionalGeneration
+
+    english = train_tokenizer(ENGLISH, kind="wordpiece", vocab_size=120, show_progress=False)
+    config = ZooSeq2SeqConfig.from_preset(
+        "tiny", vocab_size=len(english), pad_token_id=english.pad_token_id,
+        bos_token_id=english.cls_token_id, eos_token_id=english.sep_token_id,
+        decoder_start_token_id=english.cls_token_id,
+    )
+    torch.manual_seed(0)
+    model_dir = tmp_path / "seq2seq"
+    ZooSeq2SeqForConditionalGeneration(config).save_pretrained(model_dir)
+    english.save_pretrained(model_dir)
+    data_file = tmp_path / "urdu.txt"
+    data_file.write_text("\n".join(" ".join(urdu_sentences(2, seed=i)) for i in range(150)) + "\n", encoding="utf-8")
+    output_dir = tmp_path / "adapted"
+    results = main([
+        "--model", str(model_dir), "--dataset", str(data_file), "--output_dir", str(output_dir),
+        "--max_train_paragraphs", "none", "--eval_paragraphs", "15", "--urdu_vocab_size", "400",
+        "--min_frequency", "1", "--context_length", "32", "--per_device_batch_size", "8", "--max_steps", "12",
+        "--learning_rate", "5e-3", "--eval_steps", "none", "--save_steps", "none", "--downstream", "false",
+        "--progress_bar", "false", "--report_to", "none",
+    ])
+    assert results["objective"] == "denoising" and results["downstream"] is None
+    # This English WordPiece spells every Urdu word as one [UNK]; the extended one knows them all.
+    assert results["tokenizer"]["original"]["unknown_share"] > 0.9
+    assert results["tokenizer"]["extended"]["unknown_share"] == 0
+    assert results["held_out_after"]["loss"] < results["held_out_before"]["loss"]
+    from transformers import AutoModelForSeq2SeqLM
+
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(output_dir)
+    assert reloaded.config.vocab_size == results["vocabulary_size"]
+    # The shared embedding and the tied output layer grew together.
+    assert reloaded.get_output_embeddings().weight.data_ptr() == reloaded.get_input_embeddings().weight.data_ptr()
