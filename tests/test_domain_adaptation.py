@@ -336,3 +336,36 @@ def test_tiny_seq2seq_adaptation_with_denoising(tmp_path):
     assert reloaded.config.vocab_size == results["vocabulary_size"]
     # The shared embedding and the tied output layer grew together.
     assert reloaded.get_output_embeddings().weight.data_ptr() == reloaded.get_input_embeddings().weight.data_ptr()
+
+
+def test_resumed_adaptation_ends_with_the_same_weights(tmp_path, english_wordpiece):
+    """--resume reuses the extended tokenizer the run began with (retraining would not give the same ids) and the
+    saved 'before' loss, and continues from the checkpoint: cut back to its step-4 checkpoint and resumed, a run ends
+    bit-identical to how it ended uninterrupted."""
+    import shutil
+
+    from safetensors.torch import load_file
+
+    model_dir = tmp_path / "english-model"
+    tiny_mlm(len(english_wordpiece)).save_pretrained(model_dir)
+    english_wordpiece.save_pretrained(model_dir)
+    data_file = tmp_path / "urdu.txt"
+    data_file.write_text("\n".join(" ".join(urdu_sentences(2, seed=i)) for i in range(120)) + "\n", encoding="utf-8")
+    output_dir = tmp_path / "run"
+    common = ["--model", str(model_dir), "--dataset", str(data_file), "--output_dir", str(output_dir),
+              "--max_train_paragraphs", "none", "--eval_paragraphs", "12", "--urdu_vocab_size", "200",
+              "--min_frequency", "1", "--context_length", "32", "--per_device_batch_size", "8", "--max_steps", "10",
+              "--learning_rate", "3e-3", "--eval_steps", "none", "--save_steps", "4", "--save_total_limit", "0",
+              "--downstream", "false", "--progress_bar", "false", "--report_to", "none"]
+    uninterrupted = main(common)
+    expected = load_file(output_dir / "model.safetensors")
+    for later in sorted((output_dir / "checkpoints").iterdir())[1:]:  # as if it had died between steps 4 and 8
+        shutil.rmtree(later)
+    (output_dir / "model.safetensors").unlink()
+    resumed = main([*common, "--resume"])
+    actual = load_file(output_dir / "model.safetensors")
+    assert expected.keys() == actual.keys()
+    for name in expected:
+        assert torch.equal(expected[name], actual[name]), name
+    assert resumed["held_out_before"] == uninterrupted["held_out_before"]
+    assert resumed["held_out_after"] == uninterrupted["held_out_after"]

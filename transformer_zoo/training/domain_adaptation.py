@@ -161,13 +161,17 @@ def extend_tokenizer(tokenizer, trained, *, max_new_tokens: int | None = None) -
                     break
                 order.append(merged)
                 new_merges.append([left, right])
-        single = [t for t in new_tokens if t not in set(order)]  # new base symbols (alphabet), none for byte-level
+        # New base symbols (alphabet; none for byte-level). Sorted: `tokenizers` numbers a trained alphabet in hash
+        # order, which changes from run to run, and a resumed run must rebuild the very same ids.
+        single = sorted(t for t in new_tokens if t not in set(order))
         new_tokens = single + order
         old_merges = state["model"]["merges"]
         state["model"]["merges"] = old_merges + ([" ".join(m) for m in new_merges] if old_merges and
                                                   isinstance(old_merges[0], str) else new_merges)
-    elif max_new_tokens is not None:
-        new_tokens = new_tokens[:max_new_tokens]
+    else:
+        # WordPiece numbers its alphabet and continuation symbols in hash order, different in every run: sort the
+        # chosen pieces so the same text always gives the same ids (a resumed run rebuilds the tokenizer).
+        new_tokens = sorted(new_tokens if max_new_tokens is None else new_tokens[:max_new_tokens])
     for offset, token in enumerate(new_tokens):
         vocab[token] = first_new_id + offset
     from tokenizers import Tokenizer
@@ -183,6 +187,22 @@ def extend_tokenizer(tokenizer, trained, *, max_new_tokens: int | None = None) -
         **({"additional_special_tokens": extra} if extra else {}),
     )
     return VocabularyExtension(extended, new_tokens, first_new_id, kind)
+
+
+def reload_extension(folder: Path, original_tokenizer) -> VocabularyExtension:
+    """The VocabularyExtension of an extended tokenizer saved by an earlier run (for --resume): its new pieces are
+    the ids past the original tokenizer's last id."""
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    original_ids = list(original_tokenizer.get_vocab().values())
+    first_new_id = max(original_ids) + 1
+    vocabulary = tokenizer.get_vocab()
+    if any(vocabulary.get(token) != index for token, index in original_tokenizer.get_vocab().items()):
+        raise ValueError(f"{folder} does not extend this model's tokenizer (its original pieces have other ids): "
+                         "resume into the output folder of the same run, or start a new one without --resume.")
+    new_tokens = [token for token, index in sorted(vocabulary.items(), key=lambda item: item[1])
+                  if index >= first_new_id]
+    kind = json.loads(tokenizer.backend_tokenizer.to_str())["model"]["type"]
+    return VocabularyExtension(tokenizer, new_tokens, first_new_id, kind)
 
 
 def old_pieces(tokenizer, token: str, kind: str, vocab: dict[str, int] | None = None) -> list[int]:
@@ -640,11 +660,21 @@ def run(args) -> dict:
 
     # 3. vocabulary extension --------------------------------------------------------------------------------
     tokenizer, new_token_ids, extension = original_tokenizer, [], None
-    if extend:
+    extended_dir = output_dir / "extended-tokenizer"
+    if extend and args.resume and extended_dir.is_dir():
+        # Reuse the tokenizer this run began with. Retraining is not an option: `tokenizers`' trainers break ties
+        # between equally frequent pairs differently from run to run (measured: 4 of 171 pieces differed between
+        # two trainings on the same text), and the checkpoint's embedding rows belong to the first run's ids.
+        extension = reload_extension(extended_dir, original_tokenizer)
+        resize_and_initialise(lm.model, extension, original_tokenizer)  # rows are then replaced by the checkpoint
+    elif extend:
         trained = train_tokenizer_like(original_tokenizer, data.adaptation_texts, vocab_size=args.urdu_vocab_size,
                                        min_frequency=args.min_frequency)
         extension = extend_tokenizer(original_tokenizer, trained, max_new_tokens=args.max_new_tokens)
         resize_and_initialise(lm.model, extension, original_tokenizer)
+        if main:
+            extension.tokenizer.save_pretrained(extended_dir)
+    if extension is not None:
         tokenizer = extension.tokenizer
         new_token_ids = list(range(extension.first_new_id, extension.first_new_id + len(extension.new_tokens)))
         stats["extended"] = tokenizer_statistics(tokenizer, data.eval_texts)
