@@ -369,3 +369,40 @@ def test_resumed_adaptation_ends_with_the_same_weights(tmp_path, english_wordpie
         assert torch.equal(expected[name], actual[name]), name
     assert resumed["held_out_before"] == uninterrupted["held_out_before"]
     assert resumed["held_out_after"] == uninterrupted["held_out_after"]
+
+
+def test_two_processes_adapt_and_check_downstream(tmp_path, english_wordpiece):
+    """`accelerate launch --multi_gpu --num_processes 2` (gloo on CPUs): the whole recipe, downstream check included,
+    runs on two ranks and ends with one adapted folder whose held-out loss fell."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    model_dir = tmp_path / "english-model"
+    tiny_mlm(len(english_wordpiece)).save_pretrained(model_dir)
+    english_wordpiece.save_pretrained(model_dir)
+    rows = [{"text": " ".join(urdu_sentences(2, seed=i, words=URDU_WORDS[:12] if i % 2 else URDU_WORDS[8:])),
+             "label": "odd" if i % 2 else "even"} for i in range(160)]
+    data_file = tmp_path / "urdu.jsonl"
+    data_file.write_text("\n".join(json.dumps(row, ensure_ascii=False) for row in rows) + "\n", encoding="utf-8")
+    output_dir = tmp_path / "adapted"
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+    subprocess.run(
+        [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines",
+         "1", "--mixed_precision", "no", "--dynamo_backend", "no", str(root / "recipes" / "domain_adapt.py"),
+         "--model", str(model_dir), "--dataset", str(data_file), "--output_dir", str(output_dir),
+         "--max_train_paragraphs", "none", "--eval_paragraphs", "16", "--urdu_vocab_size", "200", "--min_frequency",
+         "1", "--context_length", "32", "--per_device_batch_size", "4", "--max_steps", "8", "--learning_rate", "3e-3",
+         "--eval_steps", "none", "--save_steps", "none", "--head_warmup_steps", "0", "--downstream_seeds", "1",
+         "--downstream_train_examples", "32", "--downstream_validation_examples", "8", "--downstream_test_examples",
+         "16", "--downstream_epochs", "1", "--downstream_max_length", "32", "--downstream_batch_size", "4",
+         "--progress_bar", "false", "--report_to", "none"],
+        check=True, env=env, timeout=600,
+    )
+    results = json.loads((output_dir / "results.json").read_text(encoding="utf-8"))
+    assert results["held_out_after"]["loss"] < results["held_out_before"]["loss"]
+    assert results["downstream"]["adapted"]["runs"][0]["seed"] == 1
+    assert (output_dir / "model.safetensors").is_file() and (output_dir / "README.md").is_file()
