@@ -371,9 +371,10 @@ def test_resumed_adaptation_ends_with_the_same_weights(tmp_path, english_wordpie
     assert resumed["held_out_after"] == uninterrupted["held_out_after"]
 
 
-def test_two_processes_adapt_and_check_downstream(tmp_path, english_wordpiece):
-    """`accelerate launch --multi_gpu --num_processes 2` (gloo on CPUs): the whole recipe, downstream check included,
-    runs on two ranks and ends with one adapted folder whose held-out loss fell."""
+@pytest.mark.parametrize("launch", ["two_processes", "bf16"])
+def test_launched_adaptation_with_downstream_check(launch, tmp_path, english_wordpiece):
+    """`accelerate launch --multi_gpu --num_processes 2` (gloo on CPUs), or one process under bf16 autocast: the whole
+    recipe, downstream check included, ends with one adapted folder whose held-out loss fell."""
     import os
     import subprocess
     import sys
@@ -391,8 +392,11 @@ def test_two_processes_adapt_and_check_downstream(tmp_path, english_wordpiece):
     env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
                PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
     subprocess.run(
-        [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines",
-         "1", "--mixed_precision", "no", "--dynamo_backend", "no", str(root / "recipes" / "domain_adapt.py"),
+        [sys.executable, "-m", "accelerate.commands.launch",
+         *(["--multi_gpu", "--num_processes", "2"] if launch == "two_processes" else ["--num_processes", "1", "--cpu"]),
+         "--num_machines", "1", "--mixed_precision", "no" if launch == "two_processes" else "bf16", "--dynamo_backend",
+         "no", str(root / "recipes" / "domain_adapt.py"), "--mixed_precision", "no" if launch == "two_processes" else
+         "bf16",
          "--model", str(model_dir), "--dataset", str(data_file), "--output_dir", str(output_dir),
          "--max_train_paragraphs", "none", "--eval_paragraphs", "16", "--urdu_vocab_size", "200", "--min_frequency",
          "1", "--context_length", "32", "--per_device_batch_size", "4", "--max_steps", "8", "--learning_rate", "3e-3",
