@@ -237,6 +237,9 @@ def _check_adapter_files(plan: UploadPlan, base_model: str | None) -> str | None
 
 
 # ================================================================================================ load check
+# The check loads the user's own staged folder the way a downloader without transformer-zoo will, which is only
+# possible with trust_remote_code=True. It runs in a separate process, on files the user asked to publish (the
+# modeling files are ours, copied by save_pretrained); the user's own from_pretrained calls are never given it.
 _LOAD_CHECK = r"""
 import json, sys
 sys.modules["transformer_zoo"] = None  # the check must pass without the plugin: `import transformer_zoo` fails
