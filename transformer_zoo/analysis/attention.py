@@ -14,6 +14,8 @@ from pathlib import Path
 
 import torch
 
+from .figures import pyplot, save_figure
+
 
 def _restore_attention_implementation(model, implementation: str | None) -> None:
     if implementation is not None and model.config._attn_implementation != implementation:
@@ -160,10 +162,7 @@ def table_markdown(rows: list[dict]) -> str:
 
 def plot_attention_map(weights, tokens_q, tokens_k, path, title: str | None = None) -> Path:
     """Save one head's attention map [q, k] as a heat-map PNG, query tokens down the rows and key tokens across."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # headless: never needs a display
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     weights = torch.as_tensor(weights, dtype=torch.float32)
     if weights.ndim != 2 or weights.shape != (len(tokens_q), len(tokens_k)):
@@ -176,12 +175,7 @@ def plot_attention_map(weights, tokens_q, tokens_k, path, title: str | None = No
     axis.set_yticks(range(len(tokens_q)), [str(t) for t in tokens_q], fontsize=7)
     axis.set(xlabel="key", ylabel="query", title=title or "")
     figure.colorbar(image, ax=axis, fraction=0.046)
-    figure.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path)
 
 
 # ----------------------------------------------------------------------------------------- ViT [CLS] attention
@@ -240,10 +234,7 @@ def plot_cls_attention_overlay(image, heatmap, path, title: str | None = None, a
     """Save the image with a [CLS]-attention heat-map (a patch grid, upsampled bilinearly) laid over it, next to
     the bare image. `image` is [channels, height, width] or [height, width] in any value range (min-max scaled for
     display)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     image = torch.as_tensor(image, dtype=torch.float32)
     if image.ndim == 3:
@@ -265,9 +256,4 @@ def plot_cls_attention_overlay(image, heatmap, path, title: str | None = None, a
     figure.colorbar(shown, ax=axes[1], fraction=0.046)
     for axis in axes:
         axis.axis("off")
-    figure.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path)

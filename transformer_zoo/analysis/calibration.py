@@ -12,6 +12,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from .figures import pyplot, save_figure
+
 
 def _as_tensor(values, dtype=torch.float64) -> torch.Tensor:
     return torch.as_tensor(values).detach().to(dtype=dtype, device="cpu")
@@ -58,10 +60,7 @@ def expected_calibration_error(probabilities, labels, n_bins: int = 15) -> float
 def reliability_diagram(probabilities, labels, path, n_bins: int = 15, title: str | None = None) -> Path:
     """Save a reliability diagram (accuracy per confidence bin against the diagonal; Niculescu-Mizil & Caruana 2005,
     Guo et al. 2017 fig. 1) as a PNG, with the gap to perfect calibration shaded and the ECE in the title."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # headless: never needs a display
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     rows = calibration_bins(probabilities, labels, n_bins)
     ece = expected_calibration_error(probabilities, labels, n_bins)
@@ -77,12 +76,7 @@ def reliability_diagram(probabilities, labels, path, n_bins: int = 15, title: st
     axis.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence", ylabel="accuracy",
              title=title or f"Reliability diagram (ECE = {ece:.3f})")
     axis.legend(loc="upper left")
-    figure.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path)
 
 
 def apply_temperature(logits, temperature: float) -> torch.Tensor:

@@ -39,6 +39,8 @@ from torch import nn
 from transformers.pytorch_utils import prune_linear_layer
 from transformers.utils import logging
 
+from .figures import pyplot, save_figure
+
 
 logger = logging.get_logger(__name__)
 
@@ -400,10 +402,7 @@ def iterative_pruning(
 
 def plot_pruning_curve(rows: Sequence[dict], path, title: str | None = None) -> Path:
     """Loss and accuracy against the fraction of heads removed, one line per method, as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     methods = list(dict.fromkeys(r["method"] for r in rows))
     has_accuracy = any(not math.isnan(r["accuracy"]) for r in rows)
@@ -419,9 +418,4 @@ def plot_pruning_curve(rows: Sequence[dict], path, title: str | None = None) -> 
         axis.legend(title="head order")
     if title:
         figure.suptitle(title)
-    figure.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path)

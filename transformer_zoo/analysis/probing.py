@@ -34,6 +34,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .figures import pyplot, save_figure
+
+
 POOLINGS = ("mean", "first", "last")
 # Inputs the zoo backbones accept; anything else a tokenizer returns (offsets, special-token masks...) is dropped.
 _MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "pixel_values")
@@ -247,13 +250,8 @@ def markdown_table(rows: Sequence[Mapping]) -> str:
 
 def plot_probe_accuracy(rows: Sequence[Mapping], path: str | Path, *, title: str | None = None) -> Path:
     """Save a PNG of probe accuracy per layer, with the control task and the majority baseline as lines."""
-    import matplotlib
+    plt = pyplot()
 
-    matplotlib.use("Agg")  # headless: no display on CI or servers
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     layers = [row["layer"] for row in rows]
     figure, axes = plt.subplots(figsize=(6, 4))
     axes.plot(layers, [row["probe_accuracy"] for row in rows], marker="o", label="probe (real labels)")
@@ -270,10 +268,7 @@ def plot_probe_accuracy(rows: Sequence[Mapping], path: str | Path, *, title: str
     axes.legend(loc="best", fontsize="small")
     if title:
         axes.set_title(title)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path, dpi=120)
 
 
 __all__ = [

@@ -42,6 +42,8 @@ import numpy as np
 import torch
 from transformers.utils import logging
 
+from .figures import pyplot, save_figure
+
 
 logger = logging.get_logger(__name__)
 
@@ -825,15 +827,6 @@ def norm_markdown(results: Mapping[str, Any]) -> str:
 MARKDOWN = {"copy": copy_markdown, "extrapolation": extrapolation_markdown, "norm": norm_markdown}
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")  # headless: no display on CI or servers
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _mean_curve(runs: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
     """Mean training-loss curve over the runs, on the steps every run reached (a diverged run stops early)."""
     length = min(len(run["loss_curve"]) for run in runs)
@@ -844,7 +837,7 @@ def _mean_curve(runs: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.ndarr
 
 
 def plot_copy(results: Mapping[str, Any], path: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     figure, (bars, curves) = plt.subplots(1, 2, figsize=(11, 4))
     arms = list(COPY_ARMS)
     for i, arm in enumerate(arms):
@@ -866,14 +859,11 @@ def plot_copy(results: Mapping[str, Any], path: Path) -> Path:
     for axes in (bars, curves):
         axes.grid(alpha=0.3)
     figure.suptitle("Copy task (encoder-decoder, post-norm)")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path, dpi=110)
 
 
 def plot_extrapolation(results: Mapping[str, Any], path: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     s = results["settings"]
     lengths, train_length = list(s["eval_lengths"]), s["train_length"]
     longest = max(lengths)
@@ -905,14 +895,11 @@ def plot_extrapolation(results: Mapping[str, Any], path: Path) -> Path:
         axes.grid(alpha=0.3)
         axes.legend(fontsize="small")
     figure.suptitle(f"Trained on {train_length} characters, evaluated longer")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path, dpi=110)
 
 
 def plot_norm(results: Mapping[str, Any], path: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     s = results["settings"]
     depths = list(s["depths"])
     figure, (by_depth, curves) = plt.subplots(1, 2, figsize=(11, 4))
@@ -935,10 +922,7 @@ def plot_norm(results: Mapping[str, Any], path: Path) -> Path:
         axes.grid(alpha=0.3)
         axes.legend(fontsize="small")
     figure.suptitle(f"Same learning rate ({s['learning_rate']}) and warmup ({s['warmup_steps']} steps) at every depth")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path, dpi=110)
 
 
 PLOTS = {"copy": plot_copy, "extrapolation": plot_extrapolation, "norm": plot_norm}
