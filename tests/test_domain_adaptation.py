@@ -44,6 +44,27 @@ def tiny_mlm(vocab_size: int) -> ZooEncoderForMaskedLM:
     return ZooEncoderForMaskedLM(ZooEncoderConfig.from_preset("tiny", vocab_size=vocab_size, pad_token_id=0))
 
 
+def save_english_mlm(folder, tokenizer):
+    """A tiny English masked LM with its tokenizer, saved as the recipe's --model."""
+    tiny_mlm(len(tokenizer)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def write_urdu_text(path, paragraphs: int):
+    """Unlabelled Urdu, one paragraph a line."""
+    path.write_text("\n".join(" ".join(urdu_sentences(2, seed=i)) for i in range(paragraphs)) + "\n", encoding="utf-8")
+    return path
+
+
+def write_labelled_urdu(path, paragraphs: int):
+    """Labelled Urdu JSONL: two classes with different word distributions (a learnable "which source" task)."""
+    rows = [{"text": " ".join(urdu_sentences(2, seed=i, words=URDU_WORDS[:12] if i % 2 else URDU_WORDS[8:])),
+             "label": "odd" if i % 2 else "even"} for i in range(paragraphs)]
+    path.write_text("\n".join(json.dumps(row, ensure_ascii=False) for row in rows) + "\n", encoding="utf-8")
+    return path
+
+
 # ------------------------------------------------------------------------------------------------ WordPiece
 def test_old_pieces_follow_wordpiece_and_continuation_state(english_wordpiece):
     tokenizer = english_wordpiece
@@ -204,21 +225,16 @@ def test_every_flag_is_documented():
 
 # ------------------------------------------------------------------------------------------------ end to end
 def test_tiny_end_to_end_adaptation(tmp_path, english_wordpiece):
-    model_dir = tmp_path / "english-model"
-    tiny_mlm(len(english_wordpiece)).save_pretrained(model_dir)
-    english_wordpiece.save_pretrained(model_dir)
-    # labelled Urdu: two classes with different word distributions (a learnable "which source" task)
-    rows = [{"text": " ".join(urdu_sentences(2, seed=i, words=URDU_WORDS[:12] if i % 2 else URDU_WORDS[8:])),
-             "label": "odd" if i % 2 else "even"} for i in range(240)]
-    data_file = tmp_path / "urdu.jsonl"
-    data_file.write_text("\n".join(json.dumps(row, ensure_ascii=False) for row in rows) + "\n", encoding="utf-8")
+    model_dir = save_english_mlm(tmp_path / "english-model", english_wordpiece)
+    data_file = write_labelled_urdu(tmp_path / "urdu.jsonl", 240)
     output_dir = tmp_path / "adapted"
     results = main([
         "--model", str(model_dir), "--dataset", str(data_file), "--output_dir", str(output_dir),
         "--max_train_paragraphs", "none", "--eval_paragraphs", "24", "--urdu_vocab_size", "200",
         "--min_frequency", "1", "--context_length", "32", "--per_device_batch_size", "8", "--max_steps", "30",
         "--learning_rate", "3e-3", "--eval_steps", "none", "--save_steps", "15", "--logging_steps", "5",
-        "--head_warmup_steps", "0", "--downstream_seeds", "1", "--downstream_train_examples", "48", "--downstream_validation_examples",
+        "--head_warmup_steps", "0", "--downstream_seeds", "1", "--downstream_train_examples", "48",
+        "--downstream_validation_examples",
         "12", "--downstream_test_examples", "24", "--downstream_epochs", "1", "--downstream_max_length", "32",
         "--downstream_batch_size", "8", "--progress_bar", "false", "--report_to", "none",
     ])
@@ -261,8 +277,7 @@ def test_tiny_decoder_adaptation_with_lora_and_bpe(tmp_path):
     model_dir = tmp_path / "decoder"
     ZooDecoderForCausalLM(config).save_pretrained(model_dir)
     english_bpe.save_pretrained(model_dir)
-    data_file = tmp_path / "urdu.txt"
-    data_file.write_text("\n".join(" ".join(urdu_sentences(2, seed=i)) for i in range(150)) + "\n", encoding="utf-8")
+    data_file = write_urdu_text(tmp_path / "urdu.txt", 150)
     output_dir = tmp_path / "adapted"
     results = main([
         "--model", str(model_dir), "--dataset", str(data_file), "--output_dir", str(output_dir), "--mode", "lora",
@@ -315,8 +330,7 @@ def test_tiny_seq2seq_adaptation_with_denoising(tmp_path):
     model_dir = tmp_path / "seq2seq"
     ZooSeq2SeqForConditionalGeneration(config).save_pretrained(model_dir)
     english.save_pretrained(model_dir)
-    data_file = tmp_path / "urdu.txt"
-    data_file.write_text("\n".join(" ".join(urdu_sentences(2, seed=i)) for i in range(150)) + "\n", encoding="utf-8")
+    data_file = write_urdu_text(tmp_path / "urdu.txt", 150)
     output_dir = tmp_path / "adapted"
     results = main([
         "--model", str(model_dir), "--dataset", str(data_file), "--output_dir", str(output_dir),
@@ -346,11 +360,8 @@ def test_resumed_adaptation_ends_with_the_same_weights(tmp_path, english_wordpie
 
     from safetensors.torch import load_file
 
-    model_dir = tmp_path / "english-model"
-    tiny_mlm(len(english_wordpiece)).save_pretrained(model_dir)
-    english_wordpiece.save_pretrained(model_dir)
-    data_file = tmp_path / "urdu.txt"
-    data_file.write_text("\n".join(" ".join(urdu_sentences(2, seed=i)) for i in range(120)) + "\n", encoding="utf-8")
+    model_dir = save_english_mlm(tmp_path / "english-model", english_wordpiece)
+    data_file = write_urdu_text(tmp_path / "urdu.txt", 120)
     output_dir = tmp_path / "run"
     common = ["--model", str(model_dir), "--dataset", str(data_file), "--output_dir", str(output_dir),
               "--max_train_paragraphs", "none", "--eval_paragraphs", "12", "--urdu_vocab_size", "200",
@@ -380,13 +391,8 @@ def test_launched_adaptation_with_downstream_check(launch, tmp_path, english_wor
     import sys
     from pathlib import Path
 
-    model_dir = tmp_path / "english-model"
-    tiny_mlm(len(english_wordpiece)).save_pretrained(model_dir)
-    english_wordpiece.save_pretrained(model_dir)
-    rows = [{"text": " ".join(urdu_sentences(2, seed=i, words=URDU_WORDS[:12] if i % 2 else URDU_WORDS[8:])),
-             "label": "odd" if i % 2 else "even"} for i in range(160)]
-    data_file = tmp_path / "urdu.jsonl"
-    data_file.write_text("\n".join(json.dumps(row, ensure_ascii=False) for row in rows) + "\n", encoding="utf-8")
+    model_dir = save_english_mlm(tmp_path / "english-model", english_wordpiece)
+    data_file = write_labelled_urdu(tmp_path / "urdu.jsonl", 160)
     output_dir = tmp_path / "adapted"
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
