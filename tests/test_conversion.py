@@ -14,6 +14,7 @@ import transformers
 from transformers import (
     AutoModel,
     AutoModelForCausalLM,
+    AutoModelForSeq2SeqLM,
     AutoTokenizer,
     BartConfig,
     BertConfig,
@@ -183,6 +184,31 @@ def test_greedy_generation_matches(class_name):
         expected = source.generate(**inputs, **settings)
         actual = zoo.generate(**inputs, **settings)
     torch.testing.assert_close(actual, expected, atol=0, rtol=0)
+
+
+# Marian/BART configs may give each stack its own head count and feed-forward width.
+ASYMMETRIC = dict(encoder_attention_heads=2, decoder_attention_heads=8, encoder_ffn_dim=24, decoder_ffn_dim=53)
+
+
+@pytest.mark.parametrize("class_name, config_class, settings", [
+    ("MarianMTModel", MarianConfig, MARIAN), ("BartForConditionalGeneration", BartConfig, BART)
+])
+def test_asymmetric_encoder_decoders_convert_exactly(class_name, config_class, settings, tmp_path):
+    source = build_reference(class_name, config_class(**{**settings, **ASYMMETRIC}))
+    zoo = convert_model(source)
+    assert zoo.config.encoder_attention_heads == 2 and zoo.config.decoder_ffn_dim == 53
+    inputs = reference_inputs(source)
+    with torch.no_grad():
+        assert_same_outputs(source(**inputs), zoo(**inputs))
+    zoo.save_pretrained(tmp_path)
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
+    generate_inputs = {key: inputs[key] for key in ("input_ids", "attention_mask")}
+    settings = dict(do_sample=False, max_new_tokens=6, pad_token_id=source.config.pad_token_id)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            reloaded.generate(**generate_inputs, **settings), source.generate(**generate_inputs, **settings),
+            atol=0, rtol=0,
+        )
 
 
 def test_llama_gqa_layout_is_kept():

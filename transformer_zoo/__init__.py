@@ -4,6 +4,8 @@ Importing the package registers every config, model and the ViT image processor 
 so `AutoModel.from_pretrained(folder)` loads zoo checkpoints without `trust_remote_code`.
 """
 
+import importlib.util
+
 from transformers import (
     AutoConfig,
     AutoImageProcessor,
@@ -84,6 +86,11 @@ def _register() -> None:
 
 
 _register()
+
+if importlib.util.find_spec("peft") is not None:
+    from .peft_defaults import register_peft_defaults
+
+    register_peft_defaults()
 
 __all__ = [
     "FAMILIES",

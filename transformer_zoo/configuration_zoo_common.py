@@ -9,6 +9,8 @@ This file is copied into saved checkpoints for `trust_remote_code`, so it import
 absolute name (only `from .x import y`).
 """
 
+import contextlib
+import contextvars
 import difflib
 from typing import Any, ClassVar
 
@@ -36,6 +38,22 @@ def known_activations() -> list[str]:
     return sorted(set(ACT2FN.keys()) | set(GATED_ACTIVATIONS))
 
 
+# True while a config is rebuilt from a dict the library wrote (config.json, `to_dict`). Such a dict may carry any
+# attribute set on a config after construction (libraries and transformers' own test helpers do
+# `config.some_new_attribute = ...`), and a folder that save_pretrained wrote must always load; the typo guard is
+# for keywords a *user* passes to the constructor.
+_LOADING_SAVED_CONFIG = contextvars.ContextVar("zoo_loading_saved_config", default=False)
+
+
+@contextlib.contextmanager
+def _loading_saved_config():
+    token = _LOADING_SAVED_CONFIG.set(True)
+    try:
+        yield
+    finally:
+        _LOADING_SAVED_CONFIG.reset(token)
+
+
 @strict
 class ZooConfig(PreTrainedConfig):
     """Fields shared by every transformer-zoo family. Not registered itself: use a family config.
@@ -51,7 +69,8 @@ class ZooConfig(PreTrainedConfig):
     num_attention_heads: int = 12
     # None = as many key/value heads as query heads (MHA); 1 = MQA; in between = GQA.
     num_key_value_heads: int | None = None
-    # None = hidden_size // num_attention_heads.
+    # None = hidden_size // num_attention_heads, resolved at construction (transformers' RoPE set-up, caches and
+    # generation utilities read config.head_dim, as LlamaConfig resolves it).
     head_dim: int | None = None
     intermediate_size: int = 3072
     hidden_act: str = "gelu"
@@ -101,7 +120,7 @@ class ZooConfig(PreTrainedConfig):
         # The base class turns unknown keyword arguments into attributes silently; a typo such as
         # `num_hidden_layer=2` would then train the default model. Refuse names that are close to a real field.
         fields = set(self.__dataclass_fields__) | set(self.attribute_map)
-        for key in kwargs:
+        for key in () if _LOADING_SAVED_CONFIG.get() else kwargs:
             if key in fields or key.startswith("_"):
                 continue
             close = difflib.get_close_matches(key, fields, n=1, cutoff=0.85)
@@ -112,8 +131,22 @@ class ZooConfig(PreTrainedConfig):
                 )
         if self.num_key_value_heads is None:
             self.num_key_value_heads = self.num_attention_heads
+        self._check_head_split()
+        if self.head_dim is None:
+            self.head_dim = self.hidden_size // self.num_attention_heads
         self.pruned_heads = self._normalised_pruned_heads(self.pruned_heads)
         super().__post_init__(**kwargs)
+
+    # ----------------------------------------------------------------------------------------------- loading
+    @classmethod
+    def from_dict(cls, config_dict, **kwargs):
+        with _loading_saved_config():
+            return super().from_dict(config_dict, **kwargs)
+
+    @classmethod
+    def from_json_file(cls, json_file):
+        with _loading_saved_config():
+            return super().from_json_file(json_file)
 
     # ----------------------------------------------------------------------------------------------- presets
     @classmethod
@@ -132,7 +165,16 @@ class ZooConfig(PreTrainedConfig):
     # ----------------------------------------------------------------------------------------------- derived
     @property
     def attention_head_dim(self) -> int:
-        return self.head_dim if self.head_dim is not None else self.hidden_size // self.num_attention_heads
+        return self.head_dim
+
+    def attention_shape(self, key: int | str) -> tuple[int, int, int]:
+        """(query heads, key/value heads, head dimension) of one attention module before pruning, named by its
+        `attention_key`. One shape for the whole model here; the encoder-decoder gives each stack its own."""
+        return self.num_attention_heads, self.num_key_value_heads, self.head_dim
+
+    def feed_forward_size(self, key: int | str) -> int:
+        """Inner width of the feed-forward sublayer in the block of attention `key` (see `attention_shape`)."""
+        return self.intermediate_size
 
     @property
     def uses_score_bias(self) -> bool:
@@ -179,25 +221,36 @@ class ZooConfig(PreTrainedConfig):
     def kept_heads(self, key: int | str) -> list[int]:
         """Original indices of the query heads an attention module keeps after `pruned_heads`."""
         removed = set((self.pruned_heads or {}).get(key, ()))
-        return [head for head in range(self.num_attention_heads) if head not in removed]
+        return [head for head in range(self.attention_shape(key)[0]) if head not in removed]
+
+    def key_value_group_size(self, key: int | str) -> int:
+        """Query heads per key/value head in one attention module (1 for MHA)."""
+        num_heads, num_key_value_heads, _ = self.attention_shape(key)
+        return num_heads // num_key_value_heads
 
     def kept_key_value_heads(self, key: int | str) -> list[int]:
         """Original indices of the key/value heads an attention module keeps: a key/value head goes only when every
         query head of its group is pruned."""
-        group_size = self.num_attention_heads // self.num_key_value_heads
+        group_size = self.key_value_group_size(key)
         return sorted({head // group_size for head in self.kept_heads(key)})
 
     # ----------------------------------------------------------------------------------------------- validation
     # `@strict` runs every `validate_*` method at construction and again in `save_pretrained`.
-    def validate_architecture(self):
-        for name in ("hidden_size", "num_attention_heads", "intermediate_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}.")
+    def _check_head_split(self):
+        # Before head_dim is derived from it (so runs ahead of the `validate_*` methods).
+        for name in ("hidden_size", "num_attention_heads"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}.")
         if self.head_dim is None and self.hidden_size % self.num_attention_heads != 0:
             raise ValueError(
                 f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
                 f"({self.num_attention_heads}); change one of them or set head_dim explicitly."
             )
+
+    def validate_architecture(self):
+        for name in ("hidden_size", "num_attention_heads", "intermediate_size", "head_dim"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}.")
         if self.num_key_value_heads < 1 or self.num_attention_heads % self.num_key_value_heads != 0:
             raise ValueError(
                 f"num_attention_heads ({self.num_attention_heads}) must be a multiple of num_key_value_heads "
@@ -308,16 +361,17 @@ class ZooConfig(PreTrainedConfig):
             valid_keys = {f"{stack}.{i}" for stack, n in counts.items() for i in range(n)}
             key_help = (f"'encoder.<i>' (i < {counts['encoder']}), 'decoder.<i>' or 'cross.<i>' "
                         f"(i < {counts['decoder']})")
-        group_size = self.num_attention_heads // self.num_key_value_heads
         for key, heads in self.pruned_heads.items():
             if key not in valid_keys:
                 raise ValueError(f"pruned_heads has an unknown attention {key!r}; keys are {key_help}.")
-            if heads[0] < 0 or heads[-1] >= self.num_attention_heads:
+            num_heads, num_key_value_heads, _ = self.attention_shape(key)
+            group_size = self.key_value_group_size(key)
+            if heads[0] < 0 or heads[-1] >= num_heads:
                 raise ValueError(
-                    f"pruned_heads[{key!r}] = {heads} names a head outside 0..{self.num_attention_heads - 1}.")
-            if len(heads) == self.num_attention_heads:
+                    f"pruned_heads[{key!r}] = {heads} names a head outside 0..{num_heads - 1}.")
+            if len(heads) == num_heads:
                 raise ValueError(
-                    f"pruned_heads[{key!r}] removes all {self.num_attention_heads} heads; an attention layer needs at "
+                    f"pruned_heads[{key!r}] removes all {num_heads} heads; an attention layer needs at "
                     "least one. Keep one head, or mask the whole layer at run time with "
                     "transformer_zoo.analysis.heads.masked_heads instead.")
             if self.uses_score_bias and not (isinstance(key, str) and key.startswith("cross.")):
@@ -336,7 +390,7 @@ class ZooConfig(PreTrainedConfig):
                     raise ValueError(
                         f"pruned_heads[{key!r}] = {heads} leaves key/value groups of unequal size "
                         f"(query heads kept per key/value head: {kept_per_group}). With grouped-query attention "
-                        f"({self.num_key_value_heads} key/value heads of {group_size} query heads each) prune whole "
+                        f"({num_key_value_heads} key/value heads of {group_size} query heads each) prune whole "
                         "groups (heads g*size .. g*size+size-1, which also removes the key/value head) and/or the same "
                         "number of query heads from every remaining group.")
 

@@ -14,8 +14,17 @@ class ZooSeq2SeqConfig(ZooTextConfig):
     embeddings and on every residual branch (no attention dropout in the paper), embeddings scaled by sqrt(d_model),
     one 37k shared source/target vocabulary whose embedding is tied to the output layer.
 
-    The encoder and decoder share width, heads and feed-forward size (as in the paper); their depths are
-    `encoder_layers` and `decoder_layers`. `num_hidden_layers` reads as the decoder depth (what caches need).
+    The encoder and decoder share the width `hidden_size`; their depths are `encoder_layers` and `decoder_layers`.
+    `num_hidden_layers` reads as the decoder depth (what caches need). Heads and feed-forward width are shared too
+    (as in the paper) unless a stack overrides them, as Marian and BART configs may:
+        encoder_attention_heads / decoder_attention_heads: query heads of the encoder's self-attention / of the
+            decoder's self- and cross-attention (None = num_attention_heads);
+        encoder_head_dim / decoder_head_dim: their head dimensions (None = head_dim when the stack keeps
+            num_attention_heads, else hidden_size // the stack's heads);
+        encoder_ffn_dim / decoder_ffn_dim: feed-forward widths (None = intermediate_size).
+    All six are resolved at construction and saved, so a reloaded config builds the same model. Key/value heads:
+    with num_key_value_heads == num_attention_heads (the default) every stack uses as many key/value heads as query
+    heads; otherwise num_key_value_heads applies to both stacks and must divide each stack's head count.
     """
 
     model_type = "zoo_seq2seq"
@@ -50,6 +59,67 @@ class ZooSeq2SeqConfig(ZooTextConfig):
     bos_token_id: int | None = 1
     eos_token_id: int | list[int] | None = 2
     decoder_start_token_id: int | None = 1
+    encoder_attention_heads: int | None = None
+    decoder_attention_heads: int | None = None
+    encoder_head_dim: int | None = None
+    decoder_head_dim: int | None = None
+    encoder_ffn_dim: int | None = None
+    decoder_ffn_dim: int | None = None
+
+    def __post_init__(self, **kwargs):
+        head_dim_given = self.head_dim is not None
+        super().__post_init__(**kwargs)
+        for stack in ("encoder", "decoder"):
+            heads = getattr(self, f"{stack}_attention_heads")
+            if heads is None:
+                heads = self.num_attention_heads
+                setattr(self, f"{stack}_attention_heads", heads)
+            if not isinstance(heads, int) or heads < 1:
+                raise ValueError(f"{stack}_attention_heads must be a positive integer, got {heads!r}.")
+            if getattr(self, f"{stack}_head_dim") is None:
+                if head_dim_given or heads == self.num_attention_heads:
+                    setattr(self, f"{stack}_head_dim", self.head_dim)
+                elif self.hidden_size % heads:
+                    raise ValueError(
+                        f"hidden_size ({self.hidden_size}) is not divisible by {stack}_attention_heads ({heads}); "
+                        f"change one of them or set {stack}_head_dim explicitly."
+                    )
+                else:
+                    setattr(self, f"{stack}_head_dim", self.hidden_size // heads)
+            if getattr(self, f"{stack}_ffn_dim") is None:
+                setattr(self, f"{stack}_ffn_dim", self.intermediate_size)
+
+    @staticmethod
+    def stack_of(key: int | str) -> str:
+        """The stack ("encoder" or "decoder") an attention key ("encoder.<i>", "decoder.<i>", "cross.<i>") lives in.
+        Cross-attention belongs to the decoder and has its head count, as in Marian and BART."""
+        return "encoder" if str(key).startswith("encoder") else "decoder"
+
+    def attention_shape(self, key):
+        stack = self.stack_of(key)
+        num_heads = getattr(self, f"{stack}_attention_heads")
+        num_key_value_heads = num_heads if self.num_key_value_heads == self.num_attention_heads else self.num_key_value_heads
+        return num_heads, num_key_value_heads, getattr(self, f"{stack}_head_dim")
+
+    def feed_forward_size(self, key):
+        return getattr(self, f"{self.stack_of(key)}_ffn_dim")
+
+    def validate_stack_shapes(self):
+        for stack in ("encoder", "decoder"):
+            num_heads, num_key_value_heads, head_dim = self.attention_shape(stack)
+            if head_dim < 1 or self.feed_forward_size(stack) < 1:
+                raise ValueError(
+                    f"{stack}_head_dim and {stack}_ffn_dim must be positive, got {head_dim} and "
+                    f"{self.feed_forward_size(stack)}."
+                )
+            if num_heads % num_key_value_heads:
+                raise ValueError(
+                    f"{stack}_attention_heads ({num_heads}) must be a multiple of num_key_value_heads "
+                    f"({num_key_value_heads}); set num_key_value_heads=num_attention_heads for multi-head attention "
+                    "in both stacks, or a divisor of both stacks' head counts."
+                )
+            if self.position_embedding_type == "rope" and head_dim % 2:
+                raise ValueError(f"position_embedding_type='rope' needs an even {stack}_head_dim, got {head_dim}.")
 
     def validate_seq2seq(self):
         if self.encoder_layers < 1 or self.decoder_layers < 1:

@@ -439,18 +439,8 @@ def vit_config_to_zoo(config) -> dict:
 
 
 def _seq2seq_config_to_zoo(config, family: str) -> dict:
-    """Fields Marian and BART share: fairseq-style post-norm encoder-decoders with one d_model."""
-    _refuse(
-        config.encoder_attention_heads != config.decoder_attention_heads,
-        family,
-        f"different encoder/decoder head counts ({config.encoder_attention_heads} vs "
-        f"{config.decoder_attention_heads})",
-    )
-    _refuse(
-        config.encoder_ffn_dim != config.decoder_ffn_dim,
-        family,
-        f"different encoder/decoder feed-forward sizes ({config.encoder_ffn_dim} vs {config.decoder_ffn_dim})",
-    )
+    """Fields Marian and BART share: fairseq-style post-norm encoder-decoders with one d_model (each stack may have
+    its own head count and feed-forward width)."""
     # Training-time only: eval outputs are unaffected, but fine-tuning the converted model will regularise differently.
     if _dropout(config.activation_dropout) > 0:
         logger.warning(
@@ -466,6 +456,10 @@ def _seq2seq_config_to_zoo(config, family: str) -> dict:
         decoder_layers=config.decoder_layers,
         num_attention_heads=config.encoder_attention_heads,
         intermediate_size=config.encoder_ffn_dim,
+        encoder_attention_heads=config.encoder_attention_heads,
+        decoder_attention_heads=config.decoder_attention_heads,
+        encoder_ffn_dim=config.encoder_ffn_dim,
+        decoder_ffn_dim=config.decoder_ffn_dim,
         hidden_act=_plain_activation(config.activation_function, family),
         max_position_embeddings=config.max_position_embeddings,
         norm_position="post",

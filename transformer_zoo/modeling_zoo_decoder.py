@@ -20,7 +20,15 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_decoder import ZooDecoderConfig
-from .modeling_zoo_layers import ZooAttention, ZooBlock, ZooPreTrainedModel, ZooStackMixin
+from .modeling_zoo_layers import (
+    ZooAttention,
+    ZooBlock,
+    ZooPreTrainedModel,
+    ZooStackMixin,
+    accepts_past_key_values,
+    build_token_embedding,
+    share_of_accumulated_batch,
+)
 
 
 class ZooDecoderPreTrainedModel(ZooPreTrainedModel):
@@ -42,10 +50,11 @@ class ZooDecoderModel(ZooStackMixin, ZooDecoderPreTrainedModel):
 
     def __init__(self, config: ZooDecoderConfig):
         super().__init__(config)
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, config.pad_token_id)
+        self.embed_tokens = build_token_embedding(config)
         self.build_stack(config, config.num_hidden_layers, is_causal=True)
         self.post_init()
 
+    @accepts_past_key_values
     @merge_with_config_defaults
     @capture_outputs
     def forward(
@@ -58,10 +67,7 @@ class ZooDecoderModel(ZooStackMixin, ZooDecoderPreTrainedModel):
         use_cache: bool | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPast:
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
-        if inputs_embeds is None:
-            inputs_embeds = self.embed_input_ids(input_ids)
+        inputs_embeds = self.embed_inputs(input_ids, inputs_embeds)
         if use_cache and cache is None:
             cache = DynamicCache(config=self.config)
         hidden_states = self.run_stack(
@@ -81,6 +87,7 @@ class ZooDecoderForCausalLM(ZooDecoderPreTrainedModel, GenerationMixin):
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.post_init()
 
+    @accepts_past_key_values
     @can_return_tuple
     def forward(
         self,
@@ -132,6 +139,7 @@ class ZooDecoderForSequenceClassification(ZooDecoderPreTrainedModel):
         self.score = nn.Linear(config.hidden_size, config.num_labels, bias=False)
         self.post_init()
 
+    @accepts_past_key_values
     @can_return_tuple
     def forward(
         self,
@@ -173,6 +181,7 @@ class ZooDecoderForSequenceClassification(ZooDecoderPreTrainedModel):
         loss = None
         if labels is not None:
             loss = self.loss_function(labels=labels, pooled_logits=pooled_logits, config=self.config)
+            loss = share_of_accumulated_batch(loss, labels, kwargs.get("num_items_in_batch"))
         return SequenceClassifierOutputWithPast(
             loss=loss,
             logits=pooled_logits,

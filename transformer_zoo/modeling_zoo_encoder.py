@@ -19,6 +19,7 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_encoder import ZooEncoderConfig
 from .modeling_zoo_layers import (
+    build_token_embedding,
     ZooAttention,
     ZooBlock,
     ZooPooler,
@@ -27,6 +28,7 @@ from .modeling_zoo_layers import (
     build_norm,
     classifier_dropout,
     get_activation,
+    share_of_accumulated_batch,
 )
 
 
@@ -51,7 +53,7 @@ class ZooEncoderModel(ZooStackMixin, ZooEncoderPreTrainedModel):
 
     def __init__(self, config: ZooEncoderConfig, add_pooling_layer: bool = True):
         super().__init__(config)
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, config.pad_token_id)
+        self.embed_tokens = build_token_embedding(config)
         self.embed_token_types = (
             nn.Embedding(config.type_vocab_size, config.hidden_size) if config.type_vocab_size else None
         )
@@ -69,10 +71,7 @@ class ZooEncoderModel(ZooStackMixin, ZooEncoderPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPooling:
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
-        if inputs_embeds is None:
-            inputs_embeds = self.embed_input_ids(input_ids)
+        inputs_embeds = self.embed_inputs(input_ids, inputs_embeds)
         type_embeddings = None
         if self.embed_token_types is not None:
             if token_type_ids is None:
@@ -140,6 +139,7 @@ class ZooEncoderForMaskedLM(ZooEncoderPreTrainedModel):
         if labels is not None:
             # Labels are -100 except at masked positions; no shift (unlike causal LM).
             loss = CrossEntropyLoss()(logits.view(-1, self.config.vocab_size), labels.reshape(-1).to(logits.device))
+            loss = share_of_accumulated_batch(loss, labels, kwargs.get("num_items_in_batch"))
         return MaskedLMOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
@@ -166,6 +166,7 @@ class ZooEncoderForSequenceClassification(ZooEncoderPreTrainedModel):
         loss = None
         if labels is not None:
             loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
+            loss = share_of_accumulated_batch(loss, labels, kwargs.get("num_items_in_batch"))
         return SequenceClassifierOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
@@ -190,6 +191,7 @@ class ZooEncoderForTokenClassification(ZooEncoderPreTrainedModel):
         loss = None
         if labels is not None:
             loss = self.loss_function(logits, labels, self.config)
+            loss = share_of_accumulated_batch(loss, labels, kwargs.get("num_items_in_batch"))
         return TokenClassifierOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )

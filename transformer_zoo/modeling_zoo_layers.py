@@ -19,7 +19,9 @@ pre- or post-norm residual. `ZooStackMixin` turns a `PreTrainedModel` into a sta
 This file is copied into saved checkpoints for `trust_remote_code`: it imports siblings only as `from .x import y`.
 """
 
+import functools
 import math
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -32,7 +34,7 @@ from transformers.integrations.sdpa_attention import repeat_kv
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-from transformers.utils import logging
+from transformers.utils import TransformersKwargs, logging
 
 from .configuration_zoo_common import GATED_ACTIVATIONS
 from .modeling_zoo_attention_variants import (
@@ -97,15 +99,14 @@ def get_activation(name: str) -> nn.Module:
 class ZooMLP(nn.Module):
     """Position-wise feed-forward: down(act(up(x))), or down(act(gate(x)) * up(x)) for gated activations."""
 
-    def __init__(self, config):
+    def __init__(self, config, intermediate_size: int | None = None):
         super().__init__()
         gated = config.hidden_act in GATED_ACTIVATIONS
+        intermediate_size = intermediate_size or config.intermediate_size
         self.act_fn = get_activation(config.hidden_act)
-        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=config.mlp_bias)
-        self.gate_proj = (
-            nn.Linear(config.hidden_size, config.intermediate_size, bias=config.mlp_bias) if gated else None
-        )
-        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=config.mlp_bias)
+        self.up_proj = nn.Linear(config.hidden_size, intermediate_size, bias=config.mlp_bias)
+        self.gate_proj = nn.Linear(config.hidden_size, intermediate_size, bias=config.mlp_bias) if gated else None
+        self.down_proj = nn.Linear(intermediate_size, config.hidden_size, bias=config.mlp_bias)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         if self.gate_proj is None:
@@ -115,14 +116,19 @@ class ZooMLP(nn.Module):
 
 # ================================================================================================ position schemes
 class PositionScheme(nn.Module):
-    """No positional information (NoPE). Subclasses implement one of the three hooks."""
+    """No positional information (NoPE). Subclasses implement one of the three hooks.
+
+    `num_heads` and `head_dim` are those of the stack's self-attention (the encoder-decoder's stacks may differ).
+    """
 
     # True when score_bias returns a bias (FlashAttention kernels cannot add one).
     adds_score_bias = False
 
-    def __init__(self, config, is_causal: bool):
+    def __init__(self, config, is_causal: bool, num_heads: int | None = None, head_dim: int | None = None):
         super().__init__()
         self.is_causal = is_causal
+        self.num_heads = num_heads or config.num_attention_heads
+        self.head_dim = head_dim or config.head_dim
 
     def embed(self, position_ids: torch.Tensor) -> torch.Tensor | None:
         """Vectors added to the token embeddings, [batch, seq, hidden], or None."""
@@ -161,8 +167,8 @@ class SinusoidalPositions(PositionScheme):
     halves let Marian checkpoints convert exactly.
     """
 
-    def __init__(self, config, is_causal: bool):
-        super().__init__(config, is_causal)
+    def __init__(self, config, is_causal: bool, num_heads: int | None = None, head_dim: int | None = None):
+        super().__init__(config, is_causal, num_heads, head_dim)
         self.num_positions, self.dim = config.max_position_embeddings, config.hidden_size
         self.table = nn.Buffer(self.compute_table(self.num_positions, self.dim), persistent=False)
 
@@ -189,8 +195,8 @@ class SinusoidalPositions(PositionScheme):
 class LearnedPositions(PositionScheme):
     """A trained table of absolute positions (BERT, GPT-2)."""
 
-    def __init__(self, config, is_causal: bool):
-        super().__init__(config, is_causal)
+    def __init__(self, config, is_causal: bool, num_heads: int | None = None, head_dim: int | None = None):
+        super().__init__(config, is_causal, num_heads, head_dim)
         self.embedding = nn.Embedding(config.max_position_embeddings, config.hidden_size)
 
     def embed(self, position_ids):
@@ -201,9 +207,9 @@ class LearnedPositions(PositionScheme):
 class RotaryPositions(PositionScheme):
     """Rotary position embedding (Su et al. 2021) in the half-split layout transformers' Llama uses."""
 
-    def __init__(self, config, is_causal: bool):
-        super().__init__(config, is_causal)
-        self.head_dim, self.theta = config.attention_head_dim, config.rope_theta
+    def __init__(self, config, is_causal: bool, num_heads: int | None = None, head_dim: int | None = None):
+        super().__init__(config, is_causal, num_heads, head_dim)
+        self.theta = config.rope_theta
         self.inv_freq = nn.Buffer(self.compute_inv_freq(self.head_dim, self.theta), persistent=False)
 
     @staticmethod
@@ -239,9 +245,8 @@ class AlibiPositions(PositionScheme):
 
     adds_score_bias = True
 
-    def __init__(self, config, is_causal: bool):
-        super().__init__(config, is_causal)
-        self.num_heads = config.num_attention_heads
+    def __init__(self, config, is_causal: bool, num_heads: int | None = None, head_dim: int | None = None):
+        super().__init__(config, is_causal, num_heads, head_dim)
         self.slopes = nn.Buffer(self.compute_slopes(self.num_heads), persistent=False)
 
     @staticmethod
@@ -276,11 +281,11 @@ class RelativePositionBias(PositionScheme):
 
     adds_score_bias = True
 
-    def __init__(self, config, is_causal: bool):
-        super().__init__(config, is_causal)
+    def __init__(self, config, is_causal: bool, num_heads: int | None = None, head_dim: int | None = None):
+        super().__init__(config, is_causal, num_heads, head_dim)
         self.num_buckets = config.relative_attention_num_buckets
         self.max_distance = config.relative_attention_max_distance
-        self.relative_attention_bias = nn.Embedding(self.num_buckets, config.num_attention_heads)
+        self.relative_attention_bias = nn.Embedding(self.num_buckets, self.num_heads)
 
     @staticmethod
     def bucket(relative_position: torch.Tensor, bidirectional: bool, num_buckets: int, max_distance: int):
@@ -361,11 +366,11 @@ class ZooAttention(nn.Module):
         # Read by transformers' sdpa and flash backends; encoders and cross-attention must say False.
         self.is_causal = is_causal and not is_cross_attention
         self.is_cross_attention = is_cross_attention
-        self.head_dim = config.attention_head_dim
         # Heads removed by physical pruning (config.pruned_heads) are not built, so a saved pruned model reloads with
         # its smaller projections. `kept_heads` holds the original indices of the remaining query heads, so masks and
         # importance scores can still name heads as the unpruned model did.
         self.pruned_heads_key = config.attention_key(layer_idx, is_causal, is_cross_attention)
+        self.head_dim = config.attention_shape(self.pruned_heads_key)[2]
         self.kept_heads = config.kept_heads(self.pruned_heads_key)
         self.num_heads = len(self.kept_heads)
         self.num_key_value_heads = len(config.kept_key_value_heads(self.pruned_heads_key))
@@ -455,7 +460,7 @@ class ZooBlock(GradientCheckpointingLayer):
         self.self_attn_norm = build_norm(config)
         self.cross_attn = ZooAttention(config, layer_idx, is_causal, is_cross_attention=True) if has_cross_attention else None
         self.cross_attn_norm = build_norm(config) if has_cross_attention else None
-        self.mlp = ZooMLP(config)
+        self.mlp = ZooMLP(config, config.feed_forward_size(config.attention_key(layer_idx, is_causal)))
         self.mlp_norm = build_norm(config)
         self.dropout = nn.Dropout(config.hidden_dropout)
 
@@ -480,7 +485,9 @@ class ZooBlock(GradientCheckpointingLayer):
             self.self_attn_norm,
             lambda x: self.self_attn(x, attention_mask, position_embeddings, position_bias, cache=cache, **kwargs)[0],
         )
-        if self.cross_attn is not None:
+        # Without encoder states the decoder runs on its own (a language model over the target side), skipping
+        # cross-attention as BART's and Marian's decoders do.
+        if self.cross_attn is not None and encoder_hidden_states is not None:
             hidden_states = self._residual(
                 hidden_states,
                 self.cross_attn_norm,
@@ -491,12 +498,80 @@ class ZooBlock(GradientCheckpointingLayer):
         return self._residual(hidden_states, self.mlp_norm, self.mlp)
 
 
+# ================================================================================================ forward arguments
+def accepts_past_key_values(forward: Callable) -> Callable:
+    """Decorates a forward that takes `cache`: `past_key_values=` (transformers 4's name, still what PEFT's prefix
+    tuning and older code pass) is accepted with a FutureWarning and used as the cache, as transformers 5's own
+    models accept it. Given both, one is chosen rather than one dropped blindly: PEFT's generate passes its prefix as
+    `past_key_values` next to generate's own `cache`; the prefix is used while that cache is still empty (the
+    prefill), generate's cache afterwards (it then holds the prefix already). transformers' `deprecate_kwarg` would
+    keep the empty cache and silently generate without the prefix, as Llama does with PEFT 0.21.
+    """
+
+    @functools.wraps(forward)
+    def wrapper(self, *args, **kwargs):
+        if "past_key_values" in kwargs:
+            legacy = kwargs.pop("past_key_values")
+            warnings.warn(
+                f"`past_key_values` is deprecated for {type(self).__name__}.forward (transformers 5 names it `cache`); "
+                "it was used as `cache`. Pass cache=... instead.",
+                FutureWarning,
+                stacklevel=2,
+            )
+            cache = kwargs.get("cache")
+            if cache is None or (legacy is not None and cache.get_seq_length() == 0):
+                kwargs["cache"] = legacy
+        return forward(self, *args, **kwargs)
+
+    return wrapper
+
+
 # ================================================================================================ stack
+class ZooScaledEmbedding(nn.Embedding):
+    """Token embeddings times `embed_scale` (sqrt(hidden_size) with config.scale_embedding, Vaswani et al. 3.4).
+
+    The scale lives in the module, as in transformers' BART, so `get_input_embeddings()(ids)` is exactly what the
+    model adds positions to, and PEFT (which reads `embed_scale`) scales its embedding adapters the same way. At 1.0
+    the multiply is skipped: a full-size multiply and its backward are not free.
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None, embed_scale=1.0):
+        super().__init__(num_embeddings, embedding_dim, padding_idx)
+        self.embed_scale = embed_scale
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        embeddings = super().forward(input_ids)
+        return embeddings * self.embed_scale if self.embed_scale != 1.0 else embeddings
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + (f", embed_scale={self.embed_scale:.4g}" if self.embed_scale != 1.0 else "")
+
+
+def build_token_embedding(config) -> ZooScaledEmbedding:
+    scale = config.hidden_size**0.5 if config.scale_embedding else 1.0
+    return ZooScaledEmbedding(config.vocab_size, config.hidden_size, config.pad_token_id, embed_scale=scale)
+
+
+# Keywords a zoo forward passes on to the stack besides its own parameters: transformers' TransformersKwargs
+# (output flags, num_items_in_batch for the loss, FlashAttention's packed-sequence lengths, ...).
+ACCEPTED_FORWARD_KWARGS = frozenset(TransformersKwargs.__annotations__)
+
+
+def reject_unknown_kwargs(module: nn.Module, kwargs: dict) -> None:
+    """Refuse keywords no part of the model reads. A zoo forward takes **kwargs (transformers' contract), and without
+    this check a misspelt or outdated argument (`past_key_value=`, `head_mask=`) would vanish without a trace."""
+    unknown = sorted(set(kwargs) - ACCEPTED_FORWARD_KWARGS)
+    if unknown:
+        raise TypeError(
+            f"{type(module).__name__}.forward() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}. "
+            f"Besides its named parameters it accepts {', '.join(sorted(ACCEPTED_FORWARD_KWARGS))}."
+        )
+
+
 class ZooStackMixin:
     """Makes a `PreTrainedModel` a stack of `ZooBlock`s. Call `build_stack` in `__init__`, `run_stack` in forward.
 
-    The family owns `embed_tokens` (it knows where its vocabulary lives); `embed_input_ids` applies it with the
-    optional sqrt(d) scale.
+    The family owns `embed_tokens` (it knows where its vocabulary lives; `build_token_embedding` makes one).
     """
 
     def build_stack(
@@ -509,8 +584,10 @@ class ZooStackMixin:
     ) -> None:
         """`position_scheme` overrides config.position_embedding_type (ViT adds its 2-D positions itself)."""
         self.is_causal = is_causal
-        self.embed_scale = config.hidden_size**0.5 if config.scale_embedding else 1.0
-        self.positions = POSITION_SCHEMES[position_scheme or config.position_embedding_type](config, is_causal)
+        num_heads, _, head_dim = config.attention_shape(config.attention_key(0, is_causal))
+        self.positions = POSITION_SCHEMES[position_scheme or config.position_embedding_type](
+            config, is_causal, num_heads, head_dim
+        )
         self.embed_norm = build_norm(config) if config.embedding_norm else None
         self.embed_dropout = nn.Dropout(config.embedding_dropout)
         self.layers = nn.ModuleList(
@@ -520,11 +597,16 @@ class ZooStackMixin:
         self.norm = build_norm(config) if config.norm_position == "pre" else None
         self.gradient_checkpointing = False
 
-    def embed_input_ids(self, input_ids: torch.LongTensor) -> torch.Tensor:
-        """Token embeddings, times sqrt(hidden_size) when config.scale_embedding (skipped at 1: a full-size multiply
-        and its backward are not free)."""
-        embeddings = self.embed_tokens(input_ids)
-        return embeddings * self.embed_scale if self.embed_scale != 1.0 else embeddings
+    def embed_inputs(self, input_ids: torch.LongTensor | None, inputs_embeds: torch.Tensor | None) -> torch.Tensor:
+        """`inputs_embeds`, or the token embeddings of `input_ids` (exactly one must be given). The embedding module
+        applies any sqrt(d) scale itself, so `inputs_embeds=model.get_input_embeddings()(ids)` equals
+        `input_ids=ids`."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError(
+                f"{type(self).__name__}: pass exactly one of input_ids or inputs_embeds (got "
+                f"{'both' if input_ids is not None else 'neither'})."
+            )
+        return self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
 
     def check_attention_implementation(self) -> None:
         implementation = self.config._attn_implementation or "eager"
@@ -547,6 +629,7 @@ class ZooStackMixin:
         **kwargs,
     ) -> torch.Tensor:
         self.check_attention_implementation()
+        reject_unknown_kwargs(self, kwargs)
         self_cache = cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
         past_length = self_cache.get_seq_length() if self_cache is not None else 0
         query_length = inputs_embeds.shape[1]
@@ -663,6 +746,22 @@ class ZooPooler(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.activation(self.dense(hidden_states[:, 0]))
+
+
+def share_of_accumulated_batch(loss: torch.Tensor, labels: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
+    """This micro-batch's share of the mean loss over `num_items_in_batch` label items, given its own mean `loss`.
+
+    Under gradient accumulation transformers' Trainer passes num_items_in_batch (labels != -100 counted over all
+    accumulated micro-batches) and, for a model whose forward takes **kwargs, no longer divides the loss by the
+    accumulation steps: a head that returns its micro-batch mean would then be off by the item counts. Rescaling
+    the mean by (this batch's items / all items) gives sum / all, so the accumulated gradient equals one large batch.
+    Without num_items_in_batch the mean is returned unchanged.
+    """
+    if num_items_in_batch is None:
+        return loss
+    if torch.is_tensor(num_items_in_batch):
+        num_items_in_batch = num_items_in_batch.to(loss.device)
+    return loss * labels.ne(-100).sum().to(loss.device) / num_items_in_batch
 
 
 def classifier_dropout(config) -> nn.Dropout:

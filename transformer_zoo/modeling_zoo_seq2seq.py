@@ -20,7 +20,15 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_seq2seq import ZooSeq2SeqConfig
-from .modeling_zoo_layers import ZooAttention, ZooBlock, ZooPreTrainedModel, ZooStackMixin
+from .modeling_zoo_layers import (
+    ZooAttention,
+    ZooBlock,
+    ZooPreTrainedModel,
+    ZooStackMixin,
+    accepts_past_key_values,
+    build_token_embedding,
+    share_of_accumulated_batch,
+)
 
 
 class ZooSeq2SeqPreTrainedModel(ZooPreTrainedModel):
@@ -45,16 +53,13 @@ class ZooSeq2SeqEncoder(ZooStackMixin, ZooSeq2SeqPreTrainedModel):
 
     def __init__(self, config: ZooSeq2SeqConfig):
         super().__init__(config)
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, config.pad_token_id)
+        self.embed_tokens = build_token_embedding(config)
         self.build_stack(config, config.encoder_layers, is_causal=False)
         self.post_init()
 
     @capture_outputs
     def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None, **kwargs) -> BaseModelOutput:
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("Pass exactly one of input_ids or inputs_embeds to the encoder.")
-        if inputs_embeds is None:
-            inputs_embeds = self.embed_input_ids(input_ids)
+        inputs_embeds = self.embed_inputs(input_ids, inputs_embeds)
         hidden_states = self.run_stack(inputs_embeds, attention_mask=attention_mask, **kwargs)
         return BaseModelOutput(last_hidden_state=hidden_states)
 
@@ -68,10 +73,11 @@ class ZooSeq2SeqDecoder(ZooStackMixin, ZooSeq2SeqPreTrainedModel):
 
     def __init__(self, config: ZooSeq2SeqConfig):
         super().__init__(config)
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, config.pad_token_id)
+        self.embed_tokens = build_token_embedding(config)
         self.build_stack(config, config.decoder_layers, is_causal=True, has_cross_attention=True)
         self.post_init()
 
+    @accepts_past_key_values
     @merge_with_config_defaults
     @capture_outputs
     def forward(
@@ -86,10 +92,7 @@ class ZooSeq2SeqDecoder(ZooStackMixin, ZooSeq2SeqPreTrainedModel):
         position_ids=None,
         **kwargs,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("Pass exactly one of decoder input_ids or inputs_embeds to the decoder.")
-        if inputs_embeds is None:
-            inputs_embeds = self.embed_input_ids(input_ids)
+        inputs_embeds = self.embed_inputs(input_ids, inputs_embeds)
         if use_cache and cache is None:
             cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         hidden_states = self.run_stack(
@@ -113,7 +116,7 @@ class ZooSeq2SeqModel(ZooSeq2SeqPreTrainedModel):
 
     def __init__(self, config: ZooSeq2SeqConfig):
         super().__init__(config)
-        self.shared = nn.Embedding(config.vocab_size, config.hidden_size, config.pad_token_id)
+        self.shared = build_token_embedding(config)
         self.encoder = ZooSeq2SeqEncoder(config)
         self.decoder = ZooSeq2SeqDecoder(config)
         self.post_init()
@@ -134,6 +137,7 @@ class ZooSeq2SeqModel(ZooSeq2SeqPreTrainedModel):
         self.encoder.embed_tokens = value
         self.decoder.embed_tokens = value
 
+    @accepts_past_key_values
     @can_return_tuple
     def forward(
         self,
@@ -200,6 +204,7 @@ class ZooSeq2SeqForConditionalGeneration(ZooSeq2SeqPreTrainedModel, GenerationMi
         self.final_logits_bias = nn.Buffer(new)
         return embeddings
 
+    @accepts_past_key_values
     @can_return_tuple
     def forward(
         self,
@@ -242,6 +247,7 @@ class ZooSeq2SeqForConditionalGeneration(ZooSeq2SeqPreTrainedModel, GenerationMi
             # Labels are already aligned with the decoder inputs (shifted above), so plain cross-entropy; the
             # `*ForConditionalGeneration` loss transformers would pick shifts again.
             loss = CrossEntropyLoss()(logits.view(-1, self.config.vocab_size), labels.reshape(-1).to(logits.device))
+            loss = share_of_accumulated_batch(loss, labels, kwargs.get("num_items_in_batch"))
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,

@@ -16,7 +16,7 @@ from transformers.utils import can_return_tuple
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_vit import ZooViTConfig
-from .modeling_zoo_layers import ZooAttention, ZooBlock, ZooPreTrainedModel, ZooStackMixin
+from .modeling_zoo_layers import ZooAttention, ZooBlock, ZooPreTrainedModel, ZooStackMixin, share_of_accumulated_batch
 
 
 def sincos_2d_table(grid_size: int, dim: int) -> torch.Tensor:
@@ -220,6 +220,7 @@ class ZooViTForImageClassification(ZooViTPreTrainedModel):
         loss = None
         if labels is not None:
             loss = self.loss_function(labels, logits, self.config)
+            loss = share_of_accumulated_batch(loss, labels, kwargs.get("num_items_in_batch"))
         return ZooImageClassifierOutput(
             loss=loss,
             logits=logits,

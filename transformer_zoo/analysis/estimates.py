@@ -162,21 +162,21 @@ def kv_cache_bytes(config, batch_size: int, sequence_length: int, dtype="fp16", 
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
 
-    def layer_kv_heads(key) -> int:
-        # Physically pruned heads (config.pruned_heads) take their key/value heads with them when a whole group goes.
-        if getattr(config, "pruned_heads", None) and hasattr(config, "kept_key_value_heads"):
-            return len(config.kept_key_value_heads(key))
-        return kv_heads
+    def layer_kv_bytes_per_token(key) -> int:
+        # Zoo configs know each attention's shape (the encoder-decoder's stacks may differ); physically pruned heads
+        # (config.pruned_heads) take their key/value heads with them when a whole group goes.
+        if hasattr(config, "attention_shape"):
+            return 2 * batch_size * len(config.kept_key_value_heads(key)) * config.attention_shape(key)[2] * value_bytes
+        return 2 * batch_size * kv_heads * head_dim * value_bytes
 
-    per_token_per_head = 2 * batch_size * head_dim * value_bytes
     if model_type == "zoo_seq2seq" or getattr(config, "is_encoder_decoder", False):
         layers = getattr(config, "decoder_layers", None) or config.num_hidden_layers
         source = sequence_length if source_length is None else source_length
         return int(sum(
-            per_token_per_head
-            * (layer_kv_heads(f"decoder.{i}") * sequence_length + layer_kv_heads(f"cross.{i}") * source)
+            layer_kv_bytes_per_token(f"decoder.{i}") * sequence_length
+            + layer_kv_bytes_per_token(f"cross.{i}") * source
             for i in range(layers)
         ))
     return int(sum(
-        per_token_per_head * layer_kv_heads(i) * sequence_length for i in range(config.num_hidden_layers)
+        layer_kv_bytes_per_token(i) * sequence_length for i in range(config.num_hidden_layers)
     ))

@@ -301,7 +301,7 @@ def prune_heads(model, heads: Mapping[int | str, Iterable[int]]) -> dict[int | s
         kept = config.kept_heads(key)
         if kept == module.kept_heads:
             continue
-        group_size = config.num_attention_heads // config.num_key_value_heads
+        group_size = config.key_value_group_size(key)
         current_kv = sorted({head // group_size for head in module.kept_heads})
         kept_kv = config.kept_key_value_heads(key)
         query_rows = _head_rows([module.kept_heads.index(head) for head in kept], module.head_dim)

@@ -109,12 +109,20 @@ def architecture_rows(model, config, counts: dict, trained: int) -> list[tuple[s
     else:
         rows.append(("layers", config.num_hidden_layers))
     rows.append(("width (hidden size)", config.hidden_size))
-    heads = config.num_attention_heads
-    kv_heads = getattr(config, "num_key_value_heads", None) or heads
-    rows.append(("attention heads", heads if kv_heads == heads else f"{heads} query, {kv_heads} key/value"))
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-    rows.append(("head dimension", head_dim))
-    rows.append(("feed-forward width", f"{config.intermediate_size} ({config.hidden_act})"))
+    # (query heads, key/value heads, head dimension, feed-forward width) per stack; the encoder-decoder's may differ.
+    keys = {"encoder": "encoder.0", "decoder": "decoder.0"} if hasattr(config, "encoder_layers") else {"": 0}
+    shapes = {stack: (*config.attention_shape(key), config.feed_forward_size(key)) for stack, key in keys.items()}
+
+    def per_stack(describe) -> str:
+        values = {stack: describe(*shape) for stack, shape in shapes.items()}
+        if len(set(values.values())) == 1:
+            return next(iter(values.values()))
+        return ", ".join(f"{value} ({stack})" for stack, value in values.items())
+
+    rows.append(("attention heads", per_stack(
+        lambda heads, kv_heads, *_: str(heads) if kv_heads == heads else f"{heads} query, {kv_heads} key/value")))
+    rows.append(("head dimension", per_stack(lambda heads, kv_heads, head_dim, ffn: str(head_dim))))
+    rows.append(("feed-forward width", f"{per_stack(lambda *shape: str(shape[3]))} ({config.hidden_act})"))
     rows.append(("position scheme", getattr(config, "position_embedding_type", "learned")))
     norm = "rmsnorm" if getattr(config, "norm_type", "layernorm") == "rmsnorm" else "layernorm"
     rows.append(("normalisation", f"{norm}, {getattr(config, 'norm_position', 'post')}-LN"))
