@@ -15,6 +15,8 @@ Layout of one checkpoint folder:
     optimizer.json              the rest of the optimiser state dict (param groups, non-tensor state)
     scheduler.json              the LR scheduler's state dict
     scaler.json                 the fp16 gradient scaler's state (only with --mixed_precision fp16)
+A model sharded with FSDP2 (`fully_shard`) is gathered first and stored in the same files; its optimiser state is then
+keyed by parameter name instead of index (torch's full optimiser state dict).
     rng-rank<r>.safetensors     torch CPU (+ CUDA) and numpy RNG states of process r
     rng-rank<r>.json            Python's `random` state of process r
     trainer_state.json          step, data position, logging window, best metric: see `loop.TrainingProgress`
@@ -117,15 +119,83 @@ def atomic_directory_commit(temporary: Path, final: Path) -> None:
 
 
 # ================================================================================================ state pieces
-def model_state_to_file(model: torch.nn.Module, path: Path) -> None:
-    # save_model stores tensors shared by tied weights once and refuses nothing; load_model re-ties them.
-    save_model(model, str(path))
+# Sharded models (FSDP2's fully_shard: parameters are DTensors, each process holds a slice) are gathered into a full
+# state dict with torch's distributed-checkpoint helpers, the way torch documents for saving them in one file, and
+# written in the same layout as an unsharded model: one safetensors file, tied tensors once, no pickle. Gathering is
+# collective, so for a sharded model every process must call `gather_model_state` / `gather_optimizer_state`.
+FULL_STATE = dict(full_state_dict=True, cpu_offload=True)
+
+
+def is_sharded(model: torch.nn.Module) -> bool:
+    from torch.distributed.tensor import DTensor
+
+    return any(isinstance(parameter, DTensor) for parameter in model.parameters())
+
+
+def tied_parameter_groups(model: torch.nn.Module) -> list[list[str]]:
+    """Names that share one parameter (tied weights), in groups of two or more."""
+    groups: dict[int, list[str]] = {}
+    for name, parameter in model.named_parameters(remove_duplicate=False):
+        groups.setdefault(id(parameter), []).append(name)
+    return [sorted(names) for names in groups.values() if len(names) > 1]
+
+
+def gather_model_state(model: torch.nn.Module) -> dict | None:
+    """The model's full state dict, for `model_state_to_file`: None for an unsharded model (the file is written
+    from the model itself); for a sharded one the gathered tensors on CPU (collective; empty off the main process)."""
+    if not is_sharded(model):
+        return None
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(**FULL_STATE))
+
+
+def model_state_to_file(model: torch.nn.Module, path: Path, gathered: dict | None = None) -> None:
+    if gathered is None:
+        # save_model stores tensors shared by tied weights once and refuses nothing; load_model re-ties them.
+        save_model(model, str(path))
+    else:
+        # The same file save_model writes for the unsharded model: of each tied group safetensors keeps the
+        # alphabetically first name, and load_model accepts whichever name the file holds.
+        dropped = {name for names in tied_parameter_groups(model) for name in names[1:]}
+        save_file({name: tensor.contiguous() for name, tensor in gathered.items() if name not in dropped}, str(path))
     _fsync_file(path)
 
 
 def model_state_from_file(model: torch.nn.Module, path: Path) -> None:
+    if is_sharded(model):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+        state = load_file(str(path))
+        for names in tied_parameter_groups(model):
+            stored = next((name for name in names if name in state), None)
+            if stored is None:
+                raise KeyError(f"{path} holds none of the tied parameters {names}.")
+            state.update({name: state[stored] for name in names})
+        # Every process reads the file and keeps its own shard (strict: every tensor must be there).
+        set_model_state_dict(model, state, options=StateDictOptions(full_state_dict=True))
+        return
     # strict: every model tensor must be in the file, except names tied to a stored tensor, and nothing else.
     load_model(model, str(path), strict=True)
+
+
+def gather_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+    """The optimiser state to save: `optimizer.state_dict()` (keyed by parameter index) for an unsharded model; for
+    a sharded one the gathered full state keyed by parameter name (collective)."""
+    if not is_sharded(model):
+        return optimizer.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+    return get_optimizer_state_dict(model, optimizer, options=StateDictOptions(**FULL_STATE))
+
+
+def load_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict) -> None:
+    if is_sharded(model):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+        set_optimizer_state_dict(model, optimizer, state, options=StateDictOptions(full_state_dict=True))
+    else:
+        optimizer.load_state_dict(state)
 
 
 def _split_tensors(tree, prefix: str, tensors: dict):
@@ -235,9 +305,12 @@ def save_checkpoint(
 
     rank = accelerator.process_index
     state_dict_to_files(rng_state(), temporary / f"rng-rank{rank}.safetensors", temporary / f"rng-rank{rank}.json")
+    unwrapped = accelerator.unwrap_model(model)
+    gathered_model = gather_model_state(unwrapped)  # collective for sharded models
+    optimizer_state = gather_optimizer_state(unwrapped, optimizer)
     if accelerator.is_main_process:
-        model_state_to_file(accelerator.unwrap_model(model), temporary / "model.safetensors")
-        state_dict_to_files(optimizer.state_dict(), temporary / "optimizer.safetensors", temporary / "optimizer.json")
+        model_state_to_file(unwrapped, temporary / "model.safetensors", gathered_model)
+        state_dict_to_files(optimizer_state, temporary / "optimizer.safetensors", temporary / "optimizer.json")
         write_json(temporary / "scheduler.json", _json_safe_scheduler_state(scheduler.state_dict()))
         scaler = getattr(accelerator, "scaler", None)
         if scaler is not None:
@@ -281,9 +354,10 @@ def load_checkpoint(
     if not (path / STATE_FILE).is_file():
         raise FileNotFoundError(f"{path} is not a complete checkpoint (no {STATE_FILE}).")
     trainer_state = read_json(path / STATE_FILE)
-    model_state_from_file(accelerator.unwrap_model(model), path / "model.safetensors")
+    unwrapped = accelerator.unwrap_model(model)
+    model_state_from_file(unwrapped, path / "model.safetensors")
     optimizer_state = state_dict_from_files(path / "optimizer.safetensors", path / "optimizer.json")
-    optimizer.load_state_dict(optimizer_state)
+    load_optimizer_state(unwrapped, optimizer, optimizer_state)
     scheduler.load_state_dict(read_json(path / "scheduler.json"))
     scaler = getattr(accelerator, "scaler", None)
     if scaler is not None and (path / "scaler.json").is_file():

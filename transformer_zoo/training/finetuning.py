@@ -51,6 +51,7 @@ from .cli import (
     str2bool,
     training_config_from_args,
 )
+from .checkpointing import gather_model_state
 from .corpora import BUILTIN_CORPORA, corpus_card_info, load_corpus
 from .loop import create_accelerator, evaluate, make_loss_fn, train
 from .objectives import (
@@ -616,13 +617,16 @@ def run_once(args, seed: int, output_dir: Path, accelerator, data: TaskData) -> 
         "majority_baseline": baseline, "train_seconds": round(result.progress.train_seconds, 1),
         "wall_seconds": round(time.perf_counter() - started, 1),
     }
+    # A model sharded with FSDP is gathered on every process (collective); None for an unsharded one.
+    gathered = gather_model_state(model) if args.mode != "lora" else None
     if accelerator.is_main_process:
-        save_outputs(args, loaded, model, data, results, accelerator, output_dir)
+        save_outputs(args, loaded, model, data, results, accelerator, output_dir, gathered)
     accelerator.wait_for_everyone()
     return results
 
 
-def save_outputs(args, loaded: LoadedModel, model, data: TaskData, results: dict, accelerator, output_dir: Path):
+def save_outputs(args, loaded: LoadedModel, model, data: TaskData, results: dict, accelerator, output_dir: Path,
+                 gathered_state: dict | None = None):
     output_dir.mkdir(parents=True, exist_ok=True)
     saved_model = model
     notes = []
@@ -634,7 +638,7 @@ def save_outputs(args, loaded: LoadedModel, model, data: TaskData, results: dict
             saved_model = model.merge_and_unload()
             notes.append("The weights at the top level are the base model with the adapters merged in.")
     if args.mode != "lora" or args.merge_lora:
-        saved_model.save_pretrained(output_dir)
+        saved_model.save_pretrained(output_dir, **({"state_dict": gathered_state} if gathered_state else {}))
     if loaded.tokenizer is not None:
         loaded.tokenizer.save_pretrained(output_dir)
     if loaded.image_processor is not None:

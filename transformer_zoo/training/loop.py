@@ -37,6 +37,7 @@ from .checkpointing import (
     atomic_directory_commit,
     latest_checkpoint,
     load_checkpoint,
+    gather_model_state,
     model_state_from_file,
     model_state_to_file,
     read_json,
@@ -388,12 +389,14 @@ def evaluate(
 # ================================================================================================ best model
 def save_best_model(accelerator: Accelerator, model: torch.nn.Module, directory: Path, info: dict) -> None:
     """The weights of the best evaluation so far, written atomically like a checkpoint."""
+    unwrapped = accelerator.unwrap_model(model)
+    gathered = gather_model_state(unwrapped)  # collective when the model is sharded (FSDP2)
     if accelerator.is_main_process:
         temporary = directory.with_name(f".tmp-{directory.name}")
         if temporary.exists():
             shutil.rmtree(temporary)
         temporary.mkdir(parents=True)
-        model_state_to_file(accelerator.unwrap_model(model), temporary / "model.safetensors")
+        model_state_to_file(unwrapped, temporary / "model.safetensors", gathered)
         write_json(temporary / "best.json", info)
         atomic_directory_commit(temporary, directory)
     accelerator.wait_for_everyone()

@@ -41,6 +41,7 @@ from .cli import (
     str2bool,
     training_config_from_args,
 )
+from .checkpointing import gather_model_state
 from .corpora import BUILTIN_CORPORA, corpus_card_info, load_corpus
 from .loop import create_accelerator, evaluate, make_loss_fn, train
 from .objectives import (
@@ -437,9 +438,10 @@ def run(args) -> dict:
         "train_seconds": round(result.progress.train_seconds, 1),
         "wall_seconds": round(time.perf_counter() - started, 1),
     }
+    gathered = gather_model_state(model)  # collective for a sharded (FSDP) model; None otherwise
     if accelerator.is_main_process:
         save_outputs(args, model, tokenizer, image_processor, corpus, results, tokenizer_description, result,
-                     accelerator, objective, global_batch, tokens_per_sequence)
+                     accelerator, objective, global_batch, tokens_per_sequence, gathered)
         print(f"\nDone in {results['wall_seconds']:.0f} s ({results['steps']} steps, {tokens_seen:,} tokens).")
         validation = {k: v for k, v in results["validation"].items() if k != "step"}
         print("Validation (best checkpoint):\n" + format_metrics(validation))
@@ -453,10 +455,10 @@ def run(args) -> dict:
 
 
 def save_outputs(args, model, tokenizer, image_processor, corpus, results, tokenizer_description, result,
-                 accelerator, objective, global_batch, tokens_per_sequence) -> None:
+                 accelerator, objective, global_batch, tokens_per_sequence, gathered_state=None) -> None:
     output_dir = Path(args.output_dir)
     family = FAMILIES[args.family]
-    model.save_pretrained(output_dir)
+    model.save_pretrained(output_dir, **({"state_dict": gathered_state} if gathered_state else {}))
     if tokenizer is not None:
         tokenizer.save_pretrained(output_dir)
     if image_processor is not None:
