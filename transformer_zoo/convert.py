@@ -22,8 +22,10 @@ This module is a library helper, not remote code: it is not copied into saved ch
 """
 
 import copy
+import json
 import os
 import re
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -771,6 +773,37 @@ def _save_preprocessor(src: str, out_dir: str, is_text: bool, gguf_file: str | N
     logger.info(f"Saved the source's {type(processor).__name__} to {out_dir}.")
 
 
+# sentence-transformers keeps its pipeline beside the transformers files: modules.json lists the modules (the
+# transformer at path "", then e.g. 1_Pooling/, 2_Normalize/), and sentence_*config.json files hold settings such as
+# max_seq_length. Without them SentenceTransformer(folder) guesses a plain mean-pooling pipeline over 512 tokens.
+SENTENCE_TRANSFORMERS_INDEX = "modules.json"
+
+
+def _copy_sentence_transformers_modules(src: str, out_dir: str) -> list[str]:
+    """Copy a sentence-transformers folder's module files from `src` to `out_dir`; returns what was copied."""
+    index = os.path.join(src, SENTENCE_TRANSFORMERS_INDEX)
+    if not os.path.isfile(index):
+        return []
+    with open(index, encoding="utf-8") as handle:
+        modules = json.load(handle)
+    copied = [SENTENCE_TRANSFORMERS_INDEX]
+    shutil.copyfile(index, os.path.join(out_dir, SENTENCE_TRANSFORMERS_INDEX))
+    for name in sorted(os.listdir(src)):
+        if name.startswith("sentence_") and name.endswith("config.json") or name == "config_sentence_transformers.json":
+            shutil.copyfile(os.path.join(src, name), os.path.join(out_dir, name))
+            copied.append(name)
+    for module in modules:
+        path = os.path.normpath(module.get("path") or "")
+        if path in ("", ".") or path.startswith("..") or os.path.isabs(path):
+            continue  # the transformer itself (the converted model), or a path outside the folder
+        source_path = os.path.join(src, path)
+        if os.path.isdir(source_path):
+            shutil.copytree(source_path, os.path.join(out_dir, path), dirs_exist_ok=True)
+            copied.append(path + "/")
+    logger.info(f"Copied the sentence-transformers modules of {src!r}: {', '.join(copied)}.")
+    return copied
+
+
 def save_conversion(
     zoo_model: PreTrainedModel, out_dir: str, *, src: str | None = None, gguf_file: str | None = None
 ) -> str:
@@ -781,6 +814,8 @@ def save_conversion(
     zoo_model.save_pretrained(out_dir, safe_serialization=True)
     if src is not None:
         _save_preprocessor(src, out_dir, not isinstance(zoo_model.config, ZooViTConfig), gguf_file)
+        if os.path.isdir(src):
+            _copy_sentence_transformers_modules(src, out_dir)
     return out_dir
 
 
