@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 from huggingface_hub import HfApi, ModelCard, constants, hf_hub_download
+import transformer_zoo as tz
 from safetensors.torch import load_file
 
 from hub_server import HubServer
@@ -326,6 +327,36 @@ def test_checks_before_upload(trained, tmp_path, capsys):
     shown = capsys.readouterr().out
     assert "Would upload" in shown and "Left out:" in shown and "# ZooDecoderForCausalLM" in shown
     assert "Problems:" in shown and "pytorch_model.bin" in shown
+
+
+def test_folder_from_save_pretrained_gets_a_card_built_from_its_config(tmp_path, capsys):
+    """A user who trained with their own loop has config, weights and tokenizer, but no card (issue 11, point 11)."""
+    from transformers import PreTrainedTokenizerFast
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    config = tz.ZooDecoderConfig.from_preset("tiny")
+    model = tz.ZooDecoderForCausalLM(config)
+    folder = tmp_path / "own-loop"
+    model.save_pretrained(folder)
+    plan = plan_upload(folder, "alice/own")
+    assert "tokenizer.save_pretrained(folder)" in "\n".join(plan.problems)  # a text model still needs one
+
+    backend = Tokenizer(models.WordLevel({"[UNK]": 0, "a": 1}, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]").save_pretrained(folder)
+    plan = plan_upload(folder, "alice/own", language=["en"])
+    assert plan.problems == [], plan.problems
+    assert "README.md" in plan.contents and "built from config.json" in plan.notes[0]
+    card = ModelCard(plan.card_text)
+    assert card.data.pipeline_tag == "text-generation" and "zoo_decoder" in card.data.tags
+    assert not card.data.eval_results  # nothing invented
+    assert "**Not measured.**" in card.text
+    assert f"{model.num_parameters():,}" in card.text
+    assert 'AutoModelForCausalLM.from_pretrained("alice/own", trust_remote_code=True)' in card.text
+    assert "pip install transformer-zoo" not in card.text and "not on PyPI yet" in card.text
+    with pytest.raises(PublishError, match="cannot be published yet"):
+        publish(folder, "alice/own", dry_run=True, load_check=False)  # no language given: the card check says so
+    assert "Notes:" in capsys.readouterr().out
 
 
 def test_publish_help_explains_every_flag():

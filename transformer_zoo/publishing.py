@@ -83,6 +83,7 @@ class UploadPlan:
     left_out: list[tuple[str, str]] = field(default_factory=list)  # (relative path, reason)
     problems: list[str] = field(default_factory=list)
     card_text: str = ""
+    notes: list[str] = field(default_factory=list)  # what the plan did on the user's behalf (printed)
 
     def paths(self) -> list[str]:
         return sorted(set(self.files) | set(self.contents))
@@ -147,15 +148,23 @@ def plan_upload(folder: str | os.PathLike, repo_id: str, *, license: str | None 
             plan.problems.append(f"--base_model {base_model!r} is not a Hub id of the form user/name.")
     else:
         base_model = _check_adapter_files(plan, base_model)
-    if "README.md" not in plan.files:
-        plan.problems.append("README.md (the model card) is missing; the recipes write it at the end of a run.")
+    card_text, generated = None, False
+    if "README.md" in plan.files:
+        card_text = plan.files["README.md"].read_text(encoding="utf-8")
+    elif kind == "model" and not plan.problems:
+        card_text, generated = card_from_config(folder), True
+        plan.notes.append(
+            "README.md (the model card) was missing, so one was built from config.json: architecture, parameter "
+            "count and how to load. It says that no results were measured; add them by training with the recipes, "
+            "or write README.md yourself, before others rely on the model.")
     else:
-        card = finalize_for_repo(plan.files["README.md"].read_text(encoding="utf-8"), repo_id, license=license,
-                                 language=language, base_model=base_model)
+        plan.problems.append("README.md (the model card) is missing; the recipes write it at the end of a run.")
+    if card_text is not None:
+        card = finalize_for_repo(card_text, repo_id, license=license, language=language, base_model=base_model)
         plan.card_text = str(card)
         plan.contents["README.md"] = plan.card_text.encode("utf-8")
         plan.problems += [f"model card: {problem}" for problem in
-                          validate_model_card(plan.card_text, adapter=kind == "adapter")]
+                          validate_model_card(plan.card_text, adapter=kind == "adapter", require_results=not generated)]
 
     # ---------------------------------------------------------------- nothing private in any text file
     for path_in_repo in plan.paths():
@@ -171,6 +180,50 @@ def plan_upload(folder: str | os.PathLike, repo_id: str, *, license: str | None 
             plan.problems.append(f"{path_in_repo} contains what looks like an access token ({', '.join(tokens)}); "
                                  "remove it (and revoke the token) before publishing.")
     return plan
+
+
+# The pipeline tag of each Auto class a zoo model registers with (vision classes where the family is ViT).
+PIPELINE_TAGS = {
+    "AutoModel": "feature-extraction", "AutoModelForCausalLM": "text-generation", "AutoModelForMaskedLM": "fill-mask",
+    "AutoModelForSeq2SeqLM": "text2text-generation", "AutoModelForSequenceClassification": "text-classification",
+    "AutoModelForTokenClassification": "token-classification", "AutoModelForQuestionAnswering": "question-answering",
+    "AutoModelForImageClassification": "image-classification",
+}
+
+
+def card_from_config(folder: Path) -> str:
+    """A model card for a folder that `save_pretrained` wrote outside the recipes (no README.md): the architecture and
+    parameter count from config.json and how to load it. No result is invented: the evaluation section says none
+    was measured, and the card carries no model-index."""
+    import torch
+    from transformers import AutoConfig
+
+    from . import FAMILIES
+    from .model_cards import render_model_card
+
+    config = AutoConfig.from_pretrained(folder)
+    if config.model_type not in FAMILIES:
+        raise PublishError(f"{folder}/config.json is a {config.model_type!r} model, not a transformer-zoo one.")
+    registered = FAMILIES[config.model_type][1]
+    architecture = (config.architectures or [None])[0]
+    auto_class, model_class = next(((auto, cls) for auto, cls in registered if cls.__name__ == architecture),
+                                   registered[0])
+    with torch.device("meta"):  # parameter counts only: no memory, no initialisation
+        model = model_class(config)
+    pipeline_tag = PIPELINE_TAGS[auto_class.__name__]
+    if config.model_type == "zoo_vit" and pipeline_tag == "feature-extraction":
+        pipeline_tag = "image-feature-extraction"
+    return render_model_card({
+        "title": f"{model_class.__name__} ({config.model_type})",
+        "summary": (f"A transformer-zoo `{config.model_type}` model saved with `save_pretrained`. This card was built "
+                    "from its config.json by scripts/publish.py: the training data, procedure and results were not "
+                    "recorded."),
+        "model": model, "auto_class": auto_class.__name__, "pipeline_tag": pipeline_tag,
+        "evaluation_note": ("**Not measured.** No evaluation results were recorded with this model; none are "
+                            "reported here."),
+        "notes": ["Built from config.json alone: how this model was trained, on what, and how well it does are "
+                  "unknown to this card."],
+    })
 
 
 def _check_model_files(plan: UploadPlan) -> None:
@@ -207,7 +260,8 @@ def _check_model_files(plan: UploadPlan) -> None:
         if "preprocessor_config.json" not in files:
             plan.problems.append("preprocessor_config.json (the image processor) is missing.")
     elif "tokenizer_config.json" not in files:
-        plan.problems.append("the tokenizer (tokenizer.json, tokenizer_config.json) is missing.")
+        plan.problems.append("the tokenizer (tokenizer.json, tokenizer_config.json) is missing: a text model is "
+                             "unusable without it. Save it beside the model: tokenizer.save_pretrained(folder).")
     if any(name.endswith(("ForCausalLM", "ForConditionalGeneration")) for name in architectures) and \
             "generation_config.json" not in files:
         plan.problems.append("generation_config.json is missing for a generating model.")
@@ -430,6 +484,9 @@ def format_plan(plan: UploadPlan, loaded: dict | None) -> str:
         lines += [f"  {path:<45} {reason}" for path, reason in plan.left_out]
     if loaded:
         lines.append(f"Load check (fresh process, no transformer_zoo, trust_remote_code=True): {json.dumps(loaded)}")
+    if plan.notes:
+        lines.append("Notes:")
+        lines += [f"  - {note}" for note in plan.notes]
     if plan.problems:
         lines.append("Problems:")
         lines += [f"  - {problem}" for problem in plan.problems]

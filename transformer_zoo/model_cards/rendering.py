@@ -208,7 +208,7 @@ def _evaluation(card: dict, config) -> tuple[str, str, list[tuple[str, str, floa
                   for split, metrics in (card.get("evaluation") or {}).items()}
     evaluation = {split: metrics for split, metrics in evaluation.items() if metrics}
     if not evaluation:
-        return "", "", []
+        return "", card.get("evaluation_note", ""), []
     baseline = {k: v for k, v in (card.get("baseline") or {}).items() if _finite(v)}
     baseline_name = card.get("baseline_name", "majority-class baseline")
     note = card.get("baseline_note") or ("The majority-class baseline always predicts the most frequent training "
@@ -233,6 +233,11 @@ def _evaluation(card: dict, config) -> tuple[str, str, list[tuple[str, str, floa
     return "\n".join(lines), note, triples
 
 
+# transformer-zoo is not on PyPI yet: say how it really installs.
+INSTALL_HINT = ("it is not on PyPI yet: clone the transformer-zoo repository and run `bash scripts/install.sh` or "
+                "`pip install -e .` in it")
+
+
 def _usage(card: dict, location: str) -> str:
     auto_class = card.get("auto_class", "AutoModel")
     if card.get("adapter"):
@@ -253,7 +258,7 @@ def _usage(card: dict, location: str) -> str:
         if card.get("is_image") else ("from transformers import AutoTokenizer\n"
                                       f'tokenizer = AutoTokenizer.from_pretrained("{location}")\n')
     return (
-        "With transformer-zoo installed (`pip install transformer-zoo`), the Auto classes know the zoo models:\n\n"
+        f"With transformer-zoo installed ({INSTALL_HINT}), the Auto classes know the zoo models:\n\n"
         "```python\n"
         "import transformer_zoo  # registers the zoo classes with the Auto classes\n"
         f"from transformers import {auto_class}\n"
@@ -388,7 +393,7 @@ def render_model_card(card: dict) -> str:
 
 
 # ================================================================================================ checks
-def validate_model_card(text: str, *, adapter: bool | None = None) -> list[str]:
+def validate_model_card(text: str, *, adapter: bool | None = None, require_results: bool = True) -> list[str]:
     """Problems that make a card unfit to publish (an empty list when it is fine).
 
     The metadata must parse (including the model-index) and carry a licence, `library_name` (transformers, or peft
@@ -422,7 +427,8 @@ def validate_model_card(text: str, *, adapter: bool | None = None) -> list[str]:
         problems.append("no language for a text model (metadata `language`); pass --language, e.g. --language en")
     if adapter and not data.base_model:
         problems.append("an adapter needs base_model (the Hub id of the model it adapts); pass --base_model")
-    if not data.eval_results:
+    # require_results=False for a card built from the config alone, which says its results were not measured.
+    if require_results and not data.eval_results:
         problems.append("no evaluation results in the model-index")
     body = card.text
     for marker in UNFILLED_MARKERS:
