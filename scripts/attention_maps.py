@@ -50,12 +50,19 @@ def parse_arguments(argv=None):
 
 
 def load_model(spec: str):
-    from transformers import AutoModel
+    from transformers import AutoConfig, AutoModel
 
     import transformer_zoo as tz
 
     if Path(spec).exists():
-        return AutoModel.from_pretrained(spec), spec
+        # Load with the class the folder was saved as (e.g. a fine-tuned classifier), then take its bare stack:
+        # AutoModel on a head checkpoint would drop the head's weights and print transformers' LOAD REPORT
+        # ("classifier.weight UNEXPECTED"), which reads as an error although the maps need only the stack.
+        config = AutoConfig.from_pretrained(spec)
+        architecture = (config.architectures or [None])[0]
+        registered = tz.FAMILIES.get(config.model_type, (None, []))[1]
+        model_class = next((cls for _, cls in registered if cls.__name__ == architecture), AutoModel)
+        return model_class.from_pretrained(spec).base_model, spec
     family, _, preset = spec.partition(":")
     if family not in tz.FAMILIES or not preset:
         raise SystemExit(f"{spec!r} is neither an existing folder nor family:preset with family in "

@@ -223,6 +223,15 @@ def main(argv=None) -> int:
     dataset, splits = load_data(task, model, processor, args)
     total_heads = sum(module.num_heads for module in attention_modules(model).values())
     parameters = model.num_parameters()
+    if args.save_pruned:
+        # The first step already masks this many heads (iterative_pruning's step size); a --save-fraction below it
+        # would select step 0, nothing pruned, and save an unpruned copy. Refuse before any work is done.
+        first_step = max(1, round(args.step_fraction * total_heads)) / total_heads
+        if first_step > args.save_fraction:
+            raise SystemExit(
+                f"--save-fraction {args.save_fraction} is below the first pruning step, which already removes "
+                f"{first_step:.0%} of the {total_heads} heads (--step-fraction {args.step_fraction}): nothing would be "
+                f"pruned. Raise --save-fraction to at least {first_step:.3g}, or lower --step-fraction.")
 
     importance = {}
     for method in methods:
@@ -267,7 +276,7 @@ def main(argv=None) -> int:
                  "masked_loss": chosen["loss"], "pruned_loss": pruned_quality["loss"],
                  "reloaded_loss": reloaded_quality["loss"], "accuracy": reloaded_quality["accuracy"],
                  "parameters_before": parameters, "parameters_after": reloaded.num_parameters(),
-                 "pruned_heads": {str(k): v for k, v in reloaded.config.pruned_heads.items()}}
+                 "pruned_heads": {str(k): v for k, v in (reloaded.config.pruned_heads or {}).items()}}
 
     elapsed = time.perf_counter() - started
     header = (f"# Head pruning: {description}\n\n"

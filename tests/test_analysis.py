@@ -330,6 +330,14 @@ def test_attention_maps_script_end_to_end(tmp_path):
     assert csv_lines[0] == "stack,layer,head,entropy,mean_distance,max_similarity_to_other_head"
     assert len(csv_lines) == 1 + 2 * 4  # statistics for every layer and head
     assert (out / "head_statistics.md").read_text().startswith("| stack |")
+    # A fine-tuned classifier folder: loaded with its own class, so no weight is reported unexpected or missing.
+    classifier = tmp_path / "classifier"
+    tz.ZooEncoderForSequenceClassification(tz.ZooEncoderConfig.from_preset("tiny", num_labels=3)).save_pretrained(
+        classifier)
+    result = run_script(ROOT / "scripts" / "attention_maps.py", classifier, "--token-ids", "5,6,7", "--layers", "0",
+                        "--output-dir", tmp_path / "classifier-maps")
+    assert "UNEXPECTED" not in result.stdout + result.stderr and "MISSING" not in result.stdout + result.stderr
+    assert len(list((tmp_path / "classifier-maps").glob("*.png"))) == 4
     # A seq2seq preset with random weights: three stacks.
     out = tmp_path / "seq2seq"
     load_script("attention_maps.py").main(["zoo_seq2seq:tiny", "--layers", "0", "--output-dir", str(out)])

@@ -344,3 +344,11 @@ def test_prune_heads_script_end_to_end(make_config, make_model, tmp_path, capsys
     assert (out / "pruning.png").read_bytes()[:4] == b"\x89PNG"
     assert len((out / "importance.csv").read_text().splitlines()) == 1 + 8
     assert (out / "pruning.md").read_text().startswith("# Head pruning")
+    # A --save-fraction below the first step (2 of 8 heads = 25 %) would save an unpruned copy: refused up front,
+    # before any importance is computed or anything is written.
+    refused_out = tmp_path / "refused"
+    with pytest.raises(SystemExit, match="--save-fraction 0.2 is below the first pruning step.*25%"):
+        script.main([str(folder), "--dataset", str(tmp_path / "data.txt"), "--corpus-max-examples", "0",
+                     "--step-fraction", "0.25", "--save-pruned", str(tmp_path / "never"), "--save-fraction", "0.2",
+                     "--output-dir", str(refused_out)])
+    assert not refused_out.exists() and not (tmp_path / "never").exists()

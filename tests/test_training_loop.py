@@ -358,6 +358,21 @@ def test_metrics_log_truncates_a_dead_runs_tail(tmp_path):
     assert [r["step"] for r in read_jsonl(tmp_path / "m.jsonl")] == [1, 2, 3]
 
 
+def _coloured_pixels(png, rgb, tolerance=40) -> int:
+    from PIL import Image
+
+    pixels = torch.tensor(list(Image.open(png).convert("RGB").getdata()))
+    return int(((pixels - torch.tensor(rgb)).abs().max(dim=1).values < tolerance).sum())
+
+
+def test_curves_of_a_run_that_logged_once_are_drawn(tmp_path):
+    """A 10-step run logs its training loss once; a line through one point drew nothing (blank PNG)."""
+    (tmp_path / "metrics.jsonl").write_text('{"step": 10, "loss": 2.5, "lr": 0.001}\n')
+    png = plot_training_curves(tmp_path / "metrics.jsonl", tmp_path / "curves.png")
+    assert _coloured_pixels(png, (31, 119, 180)) > 10  # matplotlib's first colour (training loss)
+    assert _coloured_pixels(png, (44, 160, 44)) > 10  # tab:green (learning rate)
+
+
 def test_curves_png_and_model_card(tmp_path):
     result = train(_tiny_decoder(), _sequences(32), _collate,
                    _config(tmp_path, max_steps=4, eval_steps=2),

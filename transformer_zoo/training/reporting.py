@@ -105,15 +105,21 @@ def plot_training_curves(metrics_path: str | os.PathLike, png_path: str | os.Pat
     train = [r for r in records if "loss" in r and "split" not in r]
     evals = [r for r in records if "eval_loss" in r]
     figure, (loss_axis, lr_axis) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    # A line through one point draws nothing (a 10-step run logs once): mark the points of short curves.
+    marker = {"marker": "o", "markersize": 4} if len(train) < 30 else {}
     if train:
-        loss_axis.plot([r["step"] for r in train], [r["loss"] for r in train], label="training loss", lw=1)
+        loss_axis.plot([r["step"] for r in train], [r["loss"] for r in train], label="training loss", lw=1, **marker)
+    else:
+        loss_axis.text(0.5, 0.5, "no training loss was logged (logging_steps larger than the run?)",
+                       ha="center", va="center", transform=loss_axis.transAxes)
     if evals:
         loss_axis.plot([r["step"] for r in evals], [r["eval_loss"] for r in evals], "o-", label="validation loss")
     loss_axis.set_ylabel("loss")
     loss_axis.grid(alpha=0.3)
-    loss_axis.legend()
+    if train or evals:
+        loss_axis.legend()
     if train:
-        lr_axis.plot([r["step"] for r in train], [r["lr"] for r in train], color="tab:green", lw=1)
+        lr_axis.plot([r["step"] for r in train], [r["lr"] for r in train], color="tab:green", lw=1, **marker)
     lr_axis.set_ylabel("learning rate")
     lr_axis.set_xlabel("optimizer step")
     lr_axis.grid(alpha=0.3)
