@@ -53,7 +53,7 @@ def test_saved_config_with_extra_attributes_always_loads(family, tmp_path):
 
 
 def test_typo_guard_still_refuses_what_a_user_passes():
-    with pytest.raises(ValueError, match="did you mean 'layer_norm_eps'"):
+    with pytest.raises(ValueError, match="unknown field 'layer_norm_epsilon': use layer_norm_eps instead"):
         ZooDecoderConfig.from_preset("tiny", layer_norm_epsilon=1.0)
 
 

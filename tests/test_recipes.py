@@ -283,7 +283,9 @@ def _fails(capsys, main, args, message):
 
 
 def test_bad_input_stops_early_with_a_clear_message(tmp_path, data_dir, capsys):
-    out = ["--output_dir", tmp_path / "out", *FAST]
+    # --overwrite_output_dir: some of these fail after the tokenizer or config was written, and a new run refuses a
+    # folder that holds files.
+    out = ["--output_dir", tmp_path / "out", "--overwrite_output_dir", *FAST]
     _fails(capsys, pretraining.main, ["--dataset", tmp_path / "missing.txt", *out], "not found")
     _fails(capsys, pretraining.main, ["--dataset", data_dir / "empty.txt", *out], "empty")
     _fails(capsys, finetuning.main, ["--model", "zoo_encoder:tiny", "--dataset", data_dir / "classes.csv",

@@ -34,6 +34,38 @@ ATTENTION_VARIANTS = ("full", "sliding_window", "linformer", "performer")
 LINFORMER_SHARING = ("head", "layer", "key_value")
 
 
+# Keywords PreTrainedConfig itself consumes besides its fields (from_pretrained and _from_config pass them).
+BASE_CONFIG_KEYWORDS = frozenset({
+    "attn_implementation", "experts_implementation", "output_attentions", "torch_dtype", "num_labels",
+    "name_or_path", "per_layer_config",
+})
+# Other libraries' names for zoo fields: refused with the zoo's name (GPT-2, Llama, BERT, T5, Marian/BART, nanoGPT).
+FOREIGN_FIELD_NAMES = {
+    "n_layer": ("num_hidden_layers", "GPT-2"), "num_layers": ("num_hidden_layers", "T5/nanoGPT"),
+    "n_layers": ("num_hidden_layers", "nanoGPT"), "n_head": ("num_attention_heads", "GPT-2"),
+    "num_heads": ("num_attention_heads", "T5"), "n_heads": ("num_attention_heads", "nanoGPT"),
+    "n_embd": ("hidden_size", "GPT-2"), "d_model": ("hidden_size", "T5/Marian/BART"), "dim": ("hidden_size", "LLaMA"),
+    "n_inner": ("intermediate_size", "GPT-2"), "d_ff": ("intermediate_size", "T5"),
+    "ffn_dim": ("intermediate_size", "OPT"), "d_kv": ("head_dim", "T5"),
+    "n_positions": ("max_position_embeddings", "GPT-2"), "n_ctx": ("max_position_embeddings", "GPT-2"),
+    "max_seq_len": ("max_position_embeddings", "LLaMA"), "max_seq_length": ("max_position_embeddings", "BERT tools"),
+    "block_size": ("max_position_embeddings", "nanoGPT"), "n_kv_heads": ("num_key_value_heads", "LLaMA"),
+    "num_kv_heads": ("num_key_value_heads", "LLaMA"), "layer_norm_epsilon": ("layer_norm_eps", "GPT-2"),
+    "rms_norm_eps": ("layer_norm_eps", "Llama"), "norm_eps": ("layer_norm_eps", "LLaMA"),
+    "activation_function": ("hidden_act", "GPT-2/BART"), "dense_act_fn": ("hidden_act", "T5"),
+    "dropout": ("hidden_dropout, attention_dropout and embedding_dropout (one each)", "Marian/BART/nanoGPT"),
+    "resid_pdrop": ("hidden_dropout", "GPT-2"), "hidden_dropout_prob": ("hidden_dropout", "BERT"),
+    "dropout_rate": ("hidden_dropout", "T5"), "attn_pdrop": ("attention_dropout", "GPT-2"),
+    "attention_probs_dropout_prob": ("attention_dropout", "BERT"), "embd_pdrop": ("embedding_dropout", "GPT-2"),
+    "initializer_factor": ("initializer_range", "T5"), "init_std": ("initializer_range", "Marian/BART"),
+    "tie_embeddings": ("tie_word_embeddings", "litgpt"), "n_vocab": ("vocab_size", "tiktoken"),
+    "bias": ("attention_bias, mlp_bias and norm_bias", "nanoGPT"),
+    "qkv_bias": ("attention_bias", "ViT"), "rope_base": ("rope_theta", "litgpt"),
+}
+# In the encoder-decoder the depth is per stack.
+SEQ2SEQ_FIELD_NAMES = {"num_hidden_layers": "encoder_layers and decoder_layers"}
+
+
 def known_activations() -> list[str]:
     return sorted(set(ACT2FN.keys()) | set(GATED_ACTIVATIONS))
 
@@ -117,18 +149,16 @@ class ZooConfig(PreTrainedConfig):
     pruned_heads: dict[int | str, list[int]] | None = None
 
     def __post_init__(self, **kwargs):
-        # The base class turns unknown keyword arguments into attributes silently; a typo such as
-        # `num_hidden_layer=2` would then train the default model. Refuse names that are close to a real field.
-        fields = set(self.__dataclass_fields__) | set(self.attribute_map)
-        for key in () if _LOADING_SAVED_CONFIG.get() else kwargs:
-            if key in fields or key.startswith("_"):
-                continue
-            close = difflib.get_close_matches(key, fields, n=1, cutoff=0.85)
-            if close:
-                raise ValueError(
-                    f"{type(self).__name__} got an unknown field {key!r}; did you mean {close[0]!r}? "
-                    f"Fields are listed in the class docstring and README."
-                )
+        # The base class turns unknown keyword arguments into attributes silently (a typo such as
+        # `num_hidden_layer=2`, or GPT-2's `n_layer=3`, would then train the default model and write a dead key into
+        # config.json), and drops generation settings. What a user passes must be a field; a dict the library wrote
+        # (from_dict / from_json_file) may carry any attribute and always loads.
+        if not _LOADING_SAVED_CONFIG.get():
+            fields = set(self.__dataclass_fields__) | set(self.attribute_map)
+            unknown = [key for key in kwargs
+                       if key not in fields and key not in BASE_CONFIG_KEYWORDS and not key.startswith("_")]
+            if unknown:
+                raise ValueError(self._unknown_fields_message(unknown, fields))
         if self.num_key_value_heads is None:
             self.num_key_value_heads = self.num_attention_heads
         self._check_head_split()
@@ -136,6 +166,26 @@ class ZooConfig(PreTrainedConfig):
             self.head_dim = self.hidden_size // self.num_attention_heads
         self.pruned_heads = self._normalised_pruned_heads(self.pruned_heads)
         super().__post_init__(**kwargs)
+
+    @classmethod
+    def _unknown_fields_message(cls, unknown: list[str], fields: set[str]) -> str:
+        from transformers import GenerationConfig
+
+        generation = set(GenerationConfig._get_default_generation_params())
+        hints = []
+        for key in unknown:
+            if key in FOREIGN_FIELD_NAMES:
+                ours, source = FOREIGN_FIELD_NAMES[key]
+                ours = SEQ2SEQ_FIELD_NAMES.get(ours, ours) if "encoder_layers" in fields else ours
+                hints.append(f"unknown field {key!r}: use {ours} instead ({source}'s name)")
+            elif key in generation:
+                hints.append(f"unknown field {key!r}: it is a generation setting; set "
+                             f"model.generation_config.{key} or pass {key}=... to generate()")
+            else:
+                close = difflib.get_close_matches(key, fields | BASE_CONFIG_KEYWORDS, n=1, cutoff=0.75)
+                hints.append(f"unknown field {key!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
+        return (f"{cls.__name__} got {'; '.join(hints)} (every field: the class docstring, README Configuration, "
+                f"or {cls.__name__}.__dataclass_fields__)")
 
     # ----------------------------------------------------------------------------------------------- loading
     @classmethod
@@ -292,6 +342,14 @@ class ZooConfig(PreTrainedConfig):
             raise ValueError("relative_attention_num_buckets and relative_attention_max_distance must be >= 2.")
         if self.layer_norm_eps <= 0:
             raise ValueError(f"layer_norm_eps must be positive, got {self.layer_norm_eps}.")
+        if not self.rope_theta > 0:
+            # theta <= 0 gives NaN or garbage rotation frequencies (1 / theta^(2i/d)).
+            raise ValueError(f"rope_theta must be positive (10000 in Su et al., 500000 in Llama 3), got {self.rope_theta}.")
+        if not self.initializer_range >= 0:
+            raise ValueError(f"initializer_range must be >= 0 (the std of the initial weights), got "
+                             f"{self.initializer_range}.")
+        if self.num_labels is not None and self.num_labels < 1:
+            raise ValueError(f"num_labels must be >= 1 (1 = regression), got {self.num_labels}.")
 
     def validate_attention_variant(self):
         variant = self.attention_variant
@@ -409,3 +467,10 @@ class ZooTextConfig(ZooConfig):
     def validate_vocabulary(self):
         if self.vocab_size < 1:
             raise ValueError(f"vocab_size must be positive, got {self.vocab_size}.")
+        for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+            value = getattr(self, name, None)
+            for token_id in value if isinstance(value, list) else [value]:
+                if token_id is not None and not 0 <= token_id < self.vocab_size:
+                    raise ValueError(
+                        f"{name}={value} is outside the vocabulary (ids 0..{self.vocab_size - 1}); use an id below "
+                        f"vocab_size={self.vocab_size}, or None.")

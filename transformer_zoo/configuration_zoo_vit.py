@@ -71,6 +71,8 @@ class ZooViTConfig(ZooConfig):
     def validate_vit(self):
         if self.num_hidden_layers < 1:
             raise ValueError(f"num_hidden_layers must be positive, got {self.num_hidden_layers}.")
+        if self.num_channels < 1:
+            raise ValueError(f"num_channels must be positive (3 for RGB, 1 for grey), got {self.num_channels}.")
         if self.patch_size < 1 or self.image_size < self.patch_size or self.image_size % self.patch_size:
             raise ValueError(
                 f"image_size ({self.image_size}) must be a positive multiple of patch_size ({self.patch_size})."

@@ -27,6 +27,8 @@ from .modeling_zoo_layers import (
     ZooStackMixin,
     accepts_past_key_values,
     build_token_embedding,
+    check_classification_labels,
+    check_labels,
     share_of_accumulated_batch,
 )
 
@@ -113,6 +115,8 @@ class ZooDecoderForCausalLM(ZooDecoderPreTrainedModel, GenerationMixin):
         logits = self.lm_head(slice_logits_to_keep(outputs.last_hidden_state, logits_to_keep))
         loss = None
         if labels is not None:
+            check_labels(labels, shape=outputs.last_hidden_state.shape[:2], num_classes=self.config.vocab_size,
+                         num_items_in_batch=kwargs.get("num_items_in_batch"), shifted=True)
             # transformers' ForCausalLMLoss shifts the labels itself and ignores -100.
             loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
         return CausalLMOutputWithPast(
@@ -180,6 +184,7 @@ class ZooDecoderForSequenceClassification(ZooDecoderPreTrainedModel):
         pooled_logits = logits[torch.arange(batch_size, device=logits.device), last]
         loss = None
         if labels is not None:
+            check_classification_labels(labels, self.config, batch_size, kwargs.get("num_items_in_batch"))
             loss = self.loss_function(labels=labels, pooled_logits=pooled_logits, config=self.config)
             loss = share_of_accumulated_batch(loss, labels, kwargs.get("num_items_in_batch"))
         return SequenceClassifierOutputWithPast(

@@ -27,6 +27,8 @@ from .modeling_zoo_layers import (
     ZooStackMixin,
     build_norm,
     classifier_dropout,
+    check_classification_labels,
+    check_labels,
     get_activation,
     share_of_accumulated_batch,
 )
@@ -137,6 +139,8 @@ class ZooEncoderForMaskedLM(ZooEncoderPreTrainedModel):
         logits = self.lm_head(outputs.last_hidden_state)
         loss = None
         if labels is not None:
+            check_labels(labels, shape=logits.shape[:2], num_classes=self.config.vocab_size,
+                         num_items_in_batch=kwargs.get("num_items_in_batch"))
             # Labels are -100 except at masked positions; no shift (unlike causal LM).
             loss = CrossEntropyLoss()(logits.view(-1, self.config.vocab_size), labels.reshape(-1).to(logits.device))
             loss = share_of_accumulated_batch(loss, labels, kwargs.get("num_items_in_batch"))
@@ -165,6 +169,7 @@ class ZooEncoderForSequenceClassification(ZooEncoderPreTrainedModel):
         logits = self.classifier(self.dropout(outputs.pooler_output))
         loss = None
         if labels is not None:
+            check_classification_labels(labels, self.config, logits.shape[0], kwargs.get("num_items_in_batch"))
             loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
             loss = share_of_accumulated_batch(loss, labels, kwargs.get("num_items_in_batch"))
         return SequenceClassifierOutput(
@@ -190,6 +195,8 @@ class ZooEncoderForTokenClassification(ZooEncoderPreTrainedModel):
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
         loss = None
         if labels is not None:
+            check_labels(labels, shape=logits.shape[:2], num_classes=self.config.num_labels,
+                         num_items_in_batch=kwargs.get("num_items_in_batch"))
             loss = self.loss_function(logits, labels, self.config)
             loss = share_of_accumulated_batch(loss, labels, kwargs.get("num_items_in_batch"))
         return TokenClassifierOutput(

@@ -526,6 +526,80 @@ def accepts_past_key_values(forward: Callable) -> Callable:
     return wrapper
 
 
+# ================================================================================================ input checks
+def values_are_checkable(tensor: torch.Tensor) -> bool:
+    """Whether a check on a tensor's *values* is free: on CPU in eager mode. On an accelerator it would add a host
+    sync to every step (CUDA's own kernels raise device-side asserts for out-of-range ids instead), and under
+    torch.compile it would break the graph, so there only shapes and dtypes are checked."""
+    return tensor.device.type == "cpu" and not torch.compiler.is_compiling()
+
+
+def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str) -> None:
+    """[batch, sequence] integer ids inside the vocabulary, at least one of them."""
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"{name} must be a torch tensor of token ids, got {type(ids).__name__}; the tokenizer's "
+                        "return_tensors='pt' gives one.")
+    if ids.ndim != 2:
+        hint = " For one sequence use ids.unsqueeze(0)." if ids.ndim == 1 else ""
+        raise ValueError(f"{name} must be 2-D [batch, sequence], got shape {tuple(ids.shape)}.{hint}")
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise ValueError(f"{name} must hold integer token ids (torch.long), got {ids.dtype}; convert with "
+                         f"{name}.long() if the values are ids, or pass embeddings as inputs_embeds.")
+    if ids.shape[1] == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(ids.shape)}): pass at least one token per sequence.")
+    if values_are_checkable(ids):
+        low, high = int(ids.min()), int(ids.max())
+        if low < 0 or high >= vocab_size:
+            raise ValueError(
+                f"{name} holds id {high if high >= vocab_size else low}, outside the vocabulary of {vocab_size} "
+                "(ids 0..vocab_size-1). The tokenizer and the model do not match: use the model's own tokenizer, "
+                "or resize the embeddings (model.resize_token_embeddings(len(tokenizer))).")
+
+
+def check_labels(labels: torch.Tensor, *, shape: tuple, num_classes: int | None, name: str = "labels",
+                 num_items_in_batch=None, shifted: bool = False) -> None:
+    """Class-index labels of `shape` in [0, num_classes) or -100 (ignored), not all ignored (`shifted`: the loss
+    reads labels[..., 1:], as causal LM does).
+
+    With num_items_in_batch (gradient accumulation) a micro-batch whose labels are all ignored is legitimate: it
+    contributes zero to a sum divided by the items of all micro-batches. Without it the mean over no items is NaN.
+    """
+    if not isinstance(labels, torch.Tensor):
+        raise TypeError(f"{name} must be a torch tensor, got {type(labels).__name__}.")
+    if tuple(labels.shape) != tuple(shape):
+        raise ValueError(f"{name} has shape {tuple(labels.shape)}, expected {tuple(shape)} (one class index per "
+                         "predicted position; -100 marks positions without a label).")
+    if labels.is_floating_point() or labels.dtype == torch.bool:
+        raise ValueError(f"{name} must be integer class indices (torch.long), got {labels.dtype}.")
+    if values_are_checkable(labels) and num_classes is not None:
+        counted = labels[..., 1:] if shifted else labels
+        kept = counted[counted != -100]
+        if kept.numel() == 0 and num_items_in_batch is None:
+            raise ValueError(f"every entry of {name} is -100 (ignored): the loss would be NaN and nothing would be "
+                             "learnt. Check the label masking (e.g. a prompt mask covering the whole sequence).")
+        if kept.numel() and (int(kept.min()) < 0 or int(kept.max()) >= num_classes):
+            bad = int(kept.max()) if int(kept.max()) >= num_classes else int(kept.min())
+            raise ValueError(f"{name} holds {bad}, outside 0..{num_classes - 1} (and -100 for ignored positions).")
+
+
+def check_classification_labels(labels: torch.Tensor, config, batch_size: int, num_items_in_batch=None) -> None:
+    """Sequence/image classification labels: class indices [batch] for single-label classification, floats
+    [batch] (num_labels=1, regression) or [batch, num_labels] (multi-label), as transformers' loss reads them."""
+    if not isinstance(labels, torch.Tensor):
+        raise TypeError(f"labels must be a torch tensor, got {type(labels).__name__}.")
+    if labels.is_floating_point():
+        expected = (batch_size,) if config.num_labels == 1 else (batch_size, config.num_labels)
+        if tuple(labels.shape) not in (expected, (batch_size, 1) if config.num_labels == 1 else expected):
+            raise ValueError(
+                f"float labels have shape {tuple(labels.shape)}, expected {expected} "
+                f"({'regression targets' if config.num_labels == 1 else 'multi-label 0/1 targets, one per class'}); "
+                "for single-label classification pass integer class indices of shape [batch].")
+        return
+    if tuple(labels.shape) == (batch_size, 1):
+        labels = labels.view(-1)  # [batch, 1] is read as [batch] by transformers' loss too
+    check_labels(labels, shape=(batch_size,), num_classes=config.num_labels, num_items_in_batch=num_items_in_batch)
+
+
 # ================================================================================================ stack
 class ZooScaledEmbedding(nn.Embedding):
     """Token embeddings times `embed_scale` (sqrt(hidden_size) with config.scale_embedding, Vaswani et al. 3.4).
@@ -606,7 +680,16 @@ class ZooStackMixin:
                 f"{type(self).__name__}: pass exactly one of input_ids or inputs_embeds (got "
                 f"{'both' if input_ids is not None else 'neither'})."
             )
-        return self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
+        if inputs_embeds is None:
+            # PEFT may wrap the embedding (trainable_token_indices); the config's vocab_size follows every resize.
+            check_token_ids(input_ids, getattr(self.embed_tokens, "num_embeddings", self.config.vocab_size),
+                            "input_ids")
+            return self.embed_tokens(input_ids)
+        if inputs_embeds.ndim != 3 or inputs_embeds.shape[1] == 0:
+            raise ValueError(
+                f"inputs_embeds must be [batch, sequence, hidden_size] with at least one position, got shape "
+                f"{tuple(inputs_embeds.shape)}; model.get_input_embeddings()(input_ids) makes them.")
+        return inputs_embeds
 
     def check_attention_implementation(self) -> None:
         implementation = self.config._attn_implementation or "eager"
@@ -633,6 +716,13 @@ class ZooStackMixin:
         self_cache = cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
         past_length = self_cache.get_seq_length() if self_cache is not None else 0
         query_length = inputs_embeds.shape[1]
+        if attention_mask is not None and attention_mask.ndim == 2 and (
+            attention_mask.shape[0] != inputs_embeds.shape[0] or attention_mask.shape[1] != past_length + query_length
+        ):
+            raise ValueError(
+                f"attention_mask has shape {tuple(attention_mask.shape)}, expected [batch, cached + new tokens] = "
+                f"[{inputs_embeds.shape[0]}, {past_length} + {query_length}]: one entry per key position, the "
+                "cached ones included.")
         if position_ids is None:
             position_ids = torch.arange(query_length, device=inputs_embeds.device).unsqueeze(0) + past_length
 

@@ -27,6 +27,7 @@ from .modeling_zoo_layers import (
     ZooStackMixin,
     accepts_past_key_values,
     build_token_embedding,
+    check_labels,
     share_of_accumulated_batch,
 )
 
@@ -244,6 +245,8 @@ class ZooSeq2SeqForConditionalGeneration(ZooSeq2SeqPreTrainedModel, GenerationMi
         logits = self.lm_head(outputs.last_hidden_state) + self.final_logits_bias.to(outputs.last_hidden_state.dtype)
         loss = None
         if labels is not None:
+            check_labels(labels, shape=logits.shape[:2], num_classes=self.config.vocab_size,
+                         num_items_in_batch=kwargs.get("num_items_in_batch"))
             # Labels are already aligned with the decoder inputs (shifted above), so plain cross-entropy; the
             # `*ForConditionalGeneration` loss transformers would pick shifts again.
             loss = CrossEntropyLoss()(logits.view(-1, self.config.vocab_size), labels.reshape(-1).to(logits.device))

@@ -16,7 +16,14 @@ from transformers.utils import can_return_tuple
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_vit import ZooViTConfig
-from .modeling_zoo_layers import ZooAttention, ZooBlock, ZooPreTrainedModel, ZooStackMixin, share_of_accumulated_batch
+from .modeling_zoo_layers import (
+    ZooAttention,
+    ZooBlock,
+    ZooPreTrainedModel,
+    ZooStackMixin,
+    check_classification_labels,
+    share_of_accumulated_batch,
+)
 
 
 def sincos_2d_table(grid_size: int, dim: int) -> torch.Tensor:
@@ -153,6 +160,11 @@ class ZooViTModel(ZooStackMixin, ZooViTPreTrainedModel):
     ) -> BaseModelOutputWithPooling:
         if pixel_values is None:
             raise ValueError("pixel_values is required.")
+        if not pixel_values.is_floating_point():
+            raise ValueError(
+                f"pixel_values are {pixel_values.dtype}, not float: raw image bytes have not been prepared. Pass the "
+                "images through the model's image processor (ZooViTImageProcessor / AutoImageProcessor), which "
+                "resizes, scales to [0, 1] and normalises them.")
         pixel_values = pixel_values.to(self.patch_embeddings.projection.weight.dtype)
         height, width = pixel_values.shape[-2:]
         patches = self.patch_embeddings(pixel_values)
@@ -219,6 +231,7 @@ class ZooViTForImageClassification(ZooViTPreTrainedModel):
                 logits = (logits + distillation_logits) / 2
         loss = None
         if labels is not None:
+            check_classification_labels(labels, self.config, logits.shape[0], kwargs.get("num_items_in_batch"))
             loss = self.loss_function(labels, logits, self.config)
             loss = share_of_accumulated_batch(loss, labels, kwargs.get("num_items_in_batch"))
         return ZooImageClassifierOutput(

@@ -226,7 +226,35 @@ def card_from_config(folder: Path) -> str:
     })
 
 
+def _check_remote_code(plan: UploadPlan) -> None:
+    """The load check runs the folder's own configuration_zoo_*/modeling_zoo_*.py (trust_remote_code), and so does
+    everyone who loads the published model without transformer-zoo: they must be exactly the installed package's
+    files, never code that was edited or planted in the folder. Differences are shown, and the folder is refused."""
+    import difflib
+
+    package = Path(__file__).resolve().parent
+    for relative in sorted(plan.files):
+        name = Path(relative).name
+        if "/" in relative or not (name.startswith(("configuration_zoo_", "modeling_zoo_")) and name.endswith(".py")):
+            continue
+        installed = package / name
+        if not installed.is_file():
+            plan.problems.append(f"{relative} is not a file of the installed transformer-zoo; remove it (remote code "
+                                 "from the folder is never run or published unless it is the package's own).")
+            continue
+        ours, theirs = installed.read_bytes(), plan.files[relative].read_bytes()
+        if ours != theirs:
+            diff = list(difflib.unified_diff(ours.decode("utf-8", "replace").splitlines(),
+                                             theirs.decode("utf-8", "replace").splitlines(),
+                                             f"installed/{name}", f"folder/{relative}", lineterm="", n=1))
+            shown = "\n      ".join(diff[:12]) + ("\n      ..." if len(diff) > 12 else "")
+            plan.problems.append(
+                f"{relative} differs from the installed transformer-zoo's {name} (the load check would run it): "
+                f"re-save the model with this version (model.save_pretrained) or restore the file.\n      {shown}")
+
+
 def _check_model_files(plan: UploadPlan) -> None:
+    _check_remote_code(plan)
     files = plan.files
     if "config.json" not in files:
         plan.problems.append("config.json is missing: this is not a saved model folder (model.save_pretrained).")
@@ -492,8 +520,11 @@ def format_plan(plan: UploadPlan, loaded: dict | None) -> str:
         lines += [f"  - {problem}" for problem in plan.problems]
     else:
         lines.append("All checks passed.")
+    from .model_cards import mask_secrets
+
     lines += ["", "Model card (README.md) as it would be published:", "", plan.card_text]
-    return "\n".join(lines)
+    # Whatever the checks found, nothing secret is ever printed whole (the upload is refused anyway).
+    return mask_secrets("\n".join(lines))
 
 
 # ================================================================================================ command line

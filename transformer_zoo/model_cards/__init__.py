@@ -11,11 +11,11 @@ from .rendering import (
     render_model_card,
     validate_model_card,
 )
-from .scrub import find_local_paths, find_tokens, mask_token, scrub_local_paths
+from .scrub import find_local_paths, find_tokens, mask_secrets, mask_token, scrub_local_paths
 
 
 __all__ = [
     "CITATIONS", "DEFAULT_LICENSE", "LOCATION_MARKER", "build_model_card", "citation_keys", "citations_for",
-    "finalize_for_repo", "find_local_paths", "find_tokens", "mask_token", "render_model_card", "scrub_local_paths",
+    "finalize_for_repo", "find_local_paths", "find_tokens", "mask_secrets", "mask_token", "render_model_card", "scrub_local_paths",
     "validate_model_card",
 ]

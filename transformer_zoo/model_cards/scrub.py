@@ -32,11 +32,44 @@ def find_local_paths(text: str) -> list[str]:
     return [match.group(0) for match in LOCAL_PATH_PATTERN.finditer(text)]
 
 
+# Shape-based detectors of detect-secrets (GitHub, GitLab, AWS, Slack, Stripe, OpenAI, PyPI, npm, private keys,
+# JWTs, ...): a maintained list instead of a growing regex list of our own. Its entropy and keyword detectors are left
+# out: they flag ordinary prose and base64 in model cards. Hugging Face tokens are matched by TOKEN_PATTERN.
+NOISY_DETECTORS = ("Base64HighEntropyString", "HexHighEntropyString", "KeywordDetector", "IPPublicDetector")
+
+
+def _secret_values(text: str) -> list[str]:
+    """Whole matches of detect-secrets' shape patterns in `text` (for masking; never for output). The patterns are
+    the detectors' own `denylist`; the whole match is taken because some detectors report only a group of it
+    (GitHub's reports the `ghp` prefix)."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+    from detect_secrets.plugins.base import RegexBasedDetector
+
+    values = []
+    for detector in get_mapping_from_secret_type_to_class().values():
+        if detector.__name__ in NOISY_DETECTORS or not issubclass(detector, RegexBasedDetector):
+            continue
+        for pattern in detector().denylist:
+            values += [match.group(0) for match in pattern.finditer(text)]
+    return values
+
+
 def find_tokens(text: str, known_tokens: tuple[str, ...] = ()) -> list[str]:
-    """Token-shaped strings and any of `known_tokens` found in `text`; returned masked (`hf_ab…`), never whole."""
+    """Access tokens and other secrets in `text` (Hugging Face tokens, the shapes detect-secrets knows, any of
+    `known_tokens`); returned masked (`ghp_A…`), never whole."""
     found = [match.group(0) for match in TOKEN_PATTERN.finditer(text)]
     found += [token for token in known_tokens if token and len(token) >= 8 and token in text]
+    found += _secret_values(text)
     return sorted({mask_token(token) for token in found})
+
+
+def mask_secrets(text: str, known_tokens: tuple[str, ...] = ()) -> str:
+    """`text` with every secret `find_tokens` would report replaced by its masked form (for printing)."""
+    values = [match.group(0) for match in TOKEN_PATTERN.finditer(text)] + _secret_values(text)
+    values += [token for token in known_tokens if token and len(token) >= 8 and token in text]
+    for value in sorted(set(values), key=len, reverse=True):
+        text = text.replace(value, mask_token(value))
+    return text
 
 
 def mask_token(token: str) -> str:

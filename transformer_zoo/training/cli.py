@@ -87,6 +87,24 @@ def load_config_file(path: str | os.PathLike) -> dict:
     return {str(key).replace("-", "_"): value for key, value in values.items()}
 
 
+# flag -> (lower bound, whether the bound itself is allowed, what the flag counts); None values mean "off".
+FLAG_RANGES = {
+    "logging_steps": (1, True, "optimiser steps between log lines"),
+    "eval_steps": (1, True, "optimiser steps between evaluations; 'none' = at the end only"),
+    "save_steps": (1, True, "optimiser steps between checkpoints; 'none' = never"),
+    "max_steps": (1, True, "optimiser steps; 'none' = --num_epochs passes"),
+    "num_epochs": (0, False, "passes over the training split"),
+    "per_device_batch_size": (1, True, "examples per process per forward pass"),
+    "eval_batch_size": (1, True, "examples per evaluation batch"),
+    "gradient_accumulation_steps": (1, True, "forward/backward passes per optimiser step"),
+    "save_total_limit": (0, True, "checkpoints kept; 0 keeps all"),
+    "learning_rate": (0, False, "the peak learning rate"),
+    "warmup_steps": (0, True, "linear warmup steps"),
+    "weight_decay": (0, True, "AdamW weight decay"),
+    "early_stopping_patience": (1, True, "evaluations without improvement; 'none' = never stop early"),
+}
+
+
 class RecipeArgumentParser(argparse.ArgumentParser):
     """argparse with `--config FILE` and checks that every flag documents itself."""
 
@@ -131,8 +149,32 @@ class RecipeArgumentParser(argparse.ArgumentParser):
             self.set_defaults(**converted)
         namespace = super().parse_args(argv, namespace)
         self._check_choices(namespace)
+        self._check_ranges(namespace)
         self._check_push_to_hub(namespace)
+        if hasattr(namespace, "output_dir") and hasattr(namespace, "overwrite_output_dir"):
+            from .output_dir import check_output_dir
+
+            try:
+                check_output_dir(namespace.output_dir, resume=namespace.resume,
+                                 overwrite=namespace.overwrite_output_dir)
+            except ValueError as error:
+                self.error(str(error))
         return namespace
+
+    def _check_ranges(self, namespace) -> None:
+        # Values argparse's types accept but that make no run (e.g. --logging_steps 0 divided by zero, and a
+        # negative --max_steps used to mean "every step"): refused before any work, naming the flag.
+        for name, (low, inclusive, meaning) in FLAG_RANGES.items():
+            value = getattr(namespace, name, None)
+            if value is None or isinstance(value, bool):
+                continue
+            if value < low or (not inclusive and value == low):
+                bound = f">= {low}" if inclusive else f"> {low}"
+                self.error(f"--{name} {value}: must be {bound} ({meaning}).")
+        for name in ("warmup_ratio", "label_smoothing"):
+            value = getattr(namespace, name, None)
+            if value is not None and not 0 <= value < 1:
+                self.error(f"--{name} {value}: must be in [0, 1).")
 
     def _check_push_to_hub(self, namespace) -> None:
         # Fail before training, not after it: the repo id's form and a token must be there (no network here).
@@ -194,6 +236,9 @@ def add_training_arguments(parser: argparse.ArgumentParser, **defaults) -> None:
     run.add_argument("--resume", nargs="?", const=True, default=False,
                      help="Continue from the newest checkpoint in --output_dir/checkpoints (or from the checkpoint "
                      "folder given). Use the same flags as the interrupted run.")
+    run.add_argument("--overwrite_output_dir", action="store_true",
+                     help="Start afresh in an --output_dir that already holds files, removing them first. Without "
+                     "it (and without --resume) such a folder is refused, so no earlier run is lost by accident.")
     run.add_argument("--report_to", default=d["report_to"],
                      help="Accelerate trackers: 'auto' (TensorBoard when installed), 'none', or a comma list "
                      "(tensorboard, wandb, ...). metrics.jsonl is always written.")
@@ -286,5 +331,6 @@ def training_config_from_args(args: argparse.Namespace, **overrides) -> Training
 
 def save_arguments(args: argparse.Namespace, path: str | os.PathLike) -> None:
     """The resolved flags as JSON, loadable again with --config (to repeat or inspect a run)."""
-    values = {key: value for key, value in vars(args).items() if key not in ("config", "resume")}
+    values = {key: value for key, value in vars(args).items()
+              if key not in ("config", "resume", "overwrite_output_dir")}
     Path(path).write_text(json.dumps(values, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")

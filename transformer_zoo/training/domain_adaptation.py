@@ -57,6 +57,7 @@ from .cli import (
 )
 from .corpora import corpus_card_info, load_corpus
 from .loop import create_accelerator, evaluate, model_loss, train
+from .output_dir import claim_output_dir
 from .objectives import causal_lm_collator, masked_lm_collator, pack_sequences
 from .reporting import hardware_summary
 from .tasks import ResumableDenoisingCollator, finish_output_folder, setup_logging, write_results
@@ -921,7 +922,8 @@ def main(argv=None) -> dict:
     parser = build_parser()
     args = apply_full_preset(parser, argv)
     try:
-        return run(args)
+        with claim_output_dir(args.output_dir, overwrite=args.overwrite_output_dir):
+            return run(args)
     except (ValueError, FileNotFoundError) as error:
         parser.exit(2, f"domain_adapt.py: error: {error}\n")
 

@@ -54,6 +54,7 @@ from .cli import (
 from .checkpointing import gather_model_state
 from .corpora import BUILTIN_CORPORA, corpus_card_info, load_corpus
 from .loop import create_accelerator, evaluate, make_loss_fn, train
+from .output_dir import claim_output_dir
 from .objectives import (
     causal_lm_collator,
     check_labels,
@@ -731,6 +732,7 @@ def main(argv=None) -> dict:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return run(args)
+        with claim_output_dir(args.output_dir, overwrite=args.overwrite_output_dir):
+            return run(args)
     except (ValueError, FileNotFoundError) as error:
         parser.exit(2, f"finetune.py: error: {error}\n")

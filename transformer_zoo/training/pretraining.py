@@ -44,6 +44,7 @@ from .cli import (
 from .checkpointing import gather_model_state
 from .corpora import BUILTIN_CORPORA, corpus_card_info, load_corpus
 from .loop import create_accelerator, evaluate, make_loss_fn, train
+from .output_dir import claim_output_dir
 from .objectives import (
     causal_lm_collator,
     check_sequence_length,
@@ -516,7 +517,8 @@ def main(argv=None) -> dict:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return run(args)
+        with claim_output_dir(args.output_dir, overwrite=args.overwrite_output_dir):
+            return run(args)
     except (ValueError, FileNotFoundError) as error:
         # Bad input: one clear line instead of a traceback.
         parser.exit(2, f"pretrain.py: error: {error}\n")

@@ -1,0 +1,210 @@
+"""Catalogue of bad inputs (issue 12): one case per line, each asserting that the error names the problem.
+
+Classes covered here: unknown config keys, values that make nonsense, inputs of the wrong rank, dtype or range,
+labels of the wrong shape, dtype or range, raw image bytes, output folders (reuse, a file, a second run), recipe flags
+out of range, and publishing (secrets never echoed, remote code that is not the package's own).
+"""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from huggingface_hub.errors import StrictDataclassError
+
+import transformer_zoo as tz
+from transformer_zoo.training import finetuning, pretraining
+from transformer_zoo.training.output_dir import LOCK_NAME, claim_output_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG_ERRORS = (ValueError, StrictDataclassError)  # a validator's ValueError arrives wrapped by huggingface_hub
+
+
+def decoder():
+    return tz.ZooDecoderForCausalLM(tz.ZooDecoderConfig.from_preset("tiny")).eval()
+
+
+def classifier():
+    return tz.ZooEncoderForSequenceClassification(tz.ZooEncoderConfig.from_preset("tiny", num_labels=3)).eval()
+
+
+IDS = torch.randint(3, 1000, (2, 5), generator=torch.Generator().manual_seed(0))
+
+# (case, callable, exception, message pattern)
+CASES = [
+    # ---- unknown config keys: refused, with the zoo's name for other libraries' spellings
+    ("GPT-2 n_layer", lambda: tz.ZooDecoderConfig.from_preset("tiny", n_layer=3), ValueError,
+     "unknown field 'n_layer': use num_hidden_layers instead"),
+    ("a bare dropout", lambda: tz.ZooDecoderConfig.from_preset("tiny", dropout=0.0), ValueError,
+     "'dropout': use hidden_dropout, attention_dropout and embedding_dropout"),
+    ("T5 num_layers", lambda: tz.ZooEncoderConfig(num_layers=3), ValueError, "use num_hidden_layers"),
+    ("num_heads", lambda: tz.ZooViTConfig(num_heads=3), ValueError, "use num_attention_heads"),
+    ("n_embd", lambda: tz.ZooDecoderConfig(n_embd=64), ValueError, "use hidden_size"),
+    ("max_seq_len", lambda: tz.ZooDecoderConfig(max_seq_len=64), ValueError, "use max_position_embeddings"),
+    ("seq2seq num_layers", lambda: tz.ZooSeq2SeqConfig(num_layers=2), ValueError, "encoder_layers and decoder_layers"),
+    ("attn_implementaton typo", lambda: tz.ZooDecoderConfig(attn_implementaton="sdpa"), ValueError,
+     "did you mean 'attn_implementation'"),
+    ("a generation setting", lambda: tz.ZooDecoderConfig(num_beams=4), ValueError,
+     "generation setting; set model.generation_config.num_beams"),
+    ("an unknown name", lambda: tz.ZooDecoderConfig(wibble=1), ValueError, "unknown field 'wibble'"),
+    # ---- values that make nonsense
+    ("rope_theta 0", lambda: tz.ZooDecoderConfig.from_preset("tiny-llama", rope_theta=0.0), CONFIG_ERRORS,
+     "rope_theta must be positive"),
+    ("head_dim 0", lambda: tz.ZooDecoderConfig.from_preset("tiny", head_dim=0), CONFIG_ERRORS,
+     "head_dim must be positive"),
+    ("hidden_size 0", lambda: tz.ZooDecoderConfig.from_preset("tiny", hidden_size=0), ValueError,
+     "hidden_size must be a positive integer"),
+    ("num_channels 0", lambda: tz.ZooViTConfig.from_preset("tiny", num_channels=0), CONFIG_ERRORS,
+     "num_channels must be positive"),
+    ("num_labels 0", lambda: tz.ZooEncoderConfig.from_preset("tiny", num_labels=0), CONFIG_ERRORS,
+     "num_labels must be >= 1"),
+    ("pad id beyond vocabulary", lambda: tz.ZooDecoderConfig.from_preset("tiny", pad_token_id=1000), CONFIG_ERRORS,
+     r"pad_token_id=1000 is outside the vocabulary \(ids 0..999\)"),
+    ("negative initializer_range", lambda: tz.ZooEncoderConfig.from_preset("tiny", initializer_range=-0.1),
+     CONFIG_ERRORS, "initializer_range must be >= 0"),
+    ("dropout 1.0", lambda: tz.ZooEncoderConfig.from_preset("tiny", hidden_dropout=1.0), CONFIG_ERRORS,
+     r"hidden_dropout must be in \[0, 1\)"),
+    # ---- model inputs
+    ("3-D input_ids", lambda: decoder()(input_ids=IDS[None]), ValueError, r"input_ids must be 2-D \[batch, sequence\]"),
+    ("1-D input_ids", lambda: decoder()(input_ids=IDS[0]), ValueError, r"For one sequence use ids.unsqueeze\(0\)"),
+    ("empty sequence", lambda: decoder()(input_ids=IDS[:, :0]), ValueError, "input_ids is empty"),
+    ("float ids", lambda: decoder()(input_ids=IDS.float()), ValueError, "integer token ids"),
+    ("id beyond vocabulary", lambda: decoder()(input_ids=IDS + 1000), ValueError,
+     "outside the vocabulary of 1000.*use the model's own tokenizer"),
+    ("mask of another length", lambda: decoder()(input_ids=IDS, attention_mask=torch.ones(2, 4)), ValueError,
+     r"attention_mask has shape \(2, 4\), expected .*\[2, 0 \+ 5\]"),
+    ("2-D inputs_embeds", lambda: decoder()(inputs_embeds=torch.randn(5, 64)), ValueError,
+     r"inputs_embeds must be \[batch, sequence, hidden_size\]"),
+    ("uint8 pixels", lambda: tz.ZooViTModel(tz.ZooViTConfig.from_preset("tiny"))(
+        torch.zeros(1, 3, 32, 32, dtype=torch.uint8)), ValueError, "Pass the images through the model's image processor"),
+    ("unknown keyword", lambda: decoder()(input_ids=IDS, head_mask=None), TypeError,
+     "unexpected keyword argument\\(s\\) 'head_mask'"),
+    # ---- labels
+    ("labels of another shape", lambda: decoder()(input_ids=IDS, labels=IDS[:, :4]), ValueError,
+     r"labels has shape \(2, 4\), expected \(2, 5\)"),
+    ("float labels", lambda: decoder()(input_ids=IDS, labels=IDS.float()), ValueError, "integer class indices"),
+    ("all labels ignored", lambda: decoder()(input_ids=IDS, labels=torch.full_like(IDS, -100)), ValueError,
+     "every entry of labels is -100"),
+    ("label beyond vocabulary", lambda: decoder()(input_ids=IDS, labels=IDS + 1000), ValueError,
+     r"outside 0..999"),
+    ("class index out of range", lambda: classifier()(input_ids=IDS, labels=torch.tensor([0, 3])), ValueError,
+     r"labels holds 3, outside 0..2"),
+    ("multi-label targets of the wrong width", lambda: classifier()(input_ids=IDS, labels=torch.ones(2, 2)),
+     ValueError, r"float labels have shape \(2, 2\), expected \(2, 3\)"),
+]
+
+
+@pytest.mark.parametrize("case, call, error, message", CASES, ids=[case[0] for case in CASES])
+def test_bad_input_is_refused_with_a_clear_message(case, call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_gradient_accumulation_micro_batch_may_have_no_labels():
+    """With num_items_in_batch a micro-batch of ignored labels is legitimate (it adds zero), so it is not refused."""
+    loss = decoder()(input_ids=IDS, labels=torch.full_like(IDS, -100), num_items_in_batch=torch.tensor(7)).loss
+    assert loss.item() == 0.0
+
+
+# ---------------------------------------------------------------------------------------------- output folders
+FAST = ["--max_steps", "1", "--progress_bar", "false", "--report_to", "none", "--cpu_threads", "1"]
+
+
+def _refused(capsys, main, argv, message):
+    with pytest.raises(SystemExit) as stop:
+        main([str(a) for a in argv])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err), err
+    return err
+
+
+def test_output_folder_of_an_earlier_run_is_refused(tmp_path, capsys):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"old")
+    _refused(capsys, pretraining.main, ["--output_dir", folder, *FAST],
+             r"already holds files \(model.safetensors\). Pass --resume .* --overwrite_output_dir")
+    assert (folder / "model.safetensors").read_bytes() == b"old"  # untouched
+
+
+def test_output_path_that_is_a_file_is_refused(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    _refused(capsys, finetuning.main, ["--output_dir", tmp_path / "file", *FAST], "is a file, not a folder")
+
+
+def test_second_run_on_a_folder_is_refused_with_the_holder_pid(tmp_path):
+    folder = tmp_path / "busy"
+    with claim_output_dir(folder):
+        holder = (folder / LOCK_NAME).read_text().strip()
+        assert holder == str(os.getpid())
+        code = ("import sys; from transformer_zoo.training.output_dir import claim_output_dir\n"
+                f"with claim_output_dir({str(folder)!r}): pass")
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert result.returncode != 0
+        assert f"is in use by another run (process {holder})" in result.stderr
+    assert not (folder / LOCK_NAME).exists()  # released and removed at the end
+    with claim_output_dir(folder):  # free again
+        pass
+
+
+def test_overwrite_output_dir_removes_the_old_run_first(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "checkpoints").mkdir()
+    (folder / "tokenizer.json").write_text("{}")
+    with claim_output_dir(folder, overwrite=True):
+        assert [p.name for p in folder.iterdir()] == [LOCK_NAME]
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--logging_steps", 0, "--logging_steps 0: must be >= 1"),
+    ("--max_steps", -1, "--max_steps -1: must be >= 1"),
+    ("--save_steps", 0, "--save_steps 0: must be >= 1"),
+    ("--learning_rate", 0, "--learning_rate 0.0: must be > 0"),
+    ("--per_device_batch_size", 0, "--per_device_batch_size 0: must be >= 1"),
+    ("--warmup_ratio", 1.5, r"--warmup_ratio 1.5: must be in \[0, 1\)"),
+])
+def test_recipe_flags_out_of_range_are_refused_before_any_work(flag, value, message, tmp_path, capsys):
+    _refused(capsys, pretraining.main, ["--output_dir", tmp_path / "out", *FAST, flag, value], message)
+    assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------------------------------------- publishing
+GITHUB_TOKEN = "ghp_" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe9Dc8"
+
+
+@pytest.fixture
+def saved_decoder(tmp_path):
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    folder = tmp_path / "model"
+    decoder().save_pretrained(folder)
+    PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]")),
+                            unk_token="[UNK]").save_pretrained(folder)
+    return folder
+
+
+def test_dry_run_never_prints_a_secret(saved_decoder, capsys):
+    from transformer_zoo.publishing import PublishError, publish
+
+    (saved_decoder / "README.md").write_text(f"---\nlicense: mit\n---\n# My model\nCI token: {GITHUB_TOKEN}\n")
+    with pytest.raises(PublishError) as refused:
+        publish(saved_decoder, "alice/x", dry_run=True, load_check=False)
+    shown = capsys.readouterr().out + str(refused.value)
+    assert "looks like an access token (ghp_Z…)" in shown
+    assert GITHUB_TOKEN not in shown and GITHUB_TOKEN[:12] not in shown
+
+
+def test_remote_code_that_is_not_the_package_own_is_refused_before_it_runs(saved_decoder):
+    from transformer_zoo.publishing import plan_upload
+
+    modeling = saved_decoder / "modeling_zoo_decoder.py"
+    modeling.write_text(modeling.read_text() + "\nimport os  # planted\n")
+    problems = "\n".join(plan_upload(saved_decoder, "alice/x", language=["en"]).problems)
+    assert "modeling_zoo_decoder.py differs from the installed transformer-zoo's modeling_zoo_decoder.py" in problems
+    assert "+import os  # planted" in problems
