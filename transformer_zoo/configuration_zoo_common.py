@@ -188,8 +188,32 @@ class ZooConfig(PreTrainedConfig):
                 f"or {cls.__name__}.__dataclass_fields__)")
 
     # ----------------------------------------------------------------------------------------------- loading
+    # Fields that decide the weights' shapes and the position scheme. A saved config.json always carries them
+    # (`to_diff_dict` keeps them even at their defaults), so one that lacks them was edited or damaged: refused,
+    # naming the field, instead of silently building the default (a random position table, other shapes).
+    SAVED_FIELDS: ClassVar[tuple[str, ...]] = (
+        "hidden_size", "num_attention_heads", "intermediate_size", "hidden_act", "position_embedding_type",
+        "norm_position", "norm_type",
+    )
+
+    def to_diff_dict(self):
+        diff = super().to_diff_dict()
+        for name in self.SAVED_FIELDS:
+            diff.setdefault(name, getattr(self, name))
+        return diff
+
     @classmethod
     def from_dict(cls, config_dict, **kwargs):
+        # Only a dict written by save_pretrained / to_json (it names the transformers version) must be complete; a
+        # hand-made partial dict takes the defaults, as the constructor does.
+        if "transformers_version" in config_dict:
+            missing = [name for name in cls.SAVED_FIELDS if name not in config_dict]
+            if missing:
+                raise ValueError(
+                    f"This saved {cls.__name__} config (config.json) lacks {', '.join(map(repr, missing))}: "
+                    "transformer-zoo writes these fields in every saved config, so the file was edited or damaged. "
+                    "Restore it from the run that saved the model (or add the values the model was trained with); "
+                    "defaults would build a different model.")
         with _loading_saved_config():
             return super().from_dict(config_dict, **kwargs)
 

@@ -4,7 +4,7 @@ from typing import Any, ClassVar
 
 from huggingface_hub.dataclasses import strict
 
-from .configuration_zoo_common import ZooTextConfig
+from .configuration_zoo_common import ZooConfig, ZooTextConfig
 
 
 _TINY = dict(
@@ -23,6 +23,7 @@ class ZooDecoderConfig(ZooTextConfig):
     """A causal decoder with a language-model head. Defaults are GPT-2 small (124M parameters)."""
 
     model_type = "zoo_decoder"
+    SAVED_FIELDS: ClassVar[tuple[str, ...]] = ZooConfig.SAVED_FIELDS + ("num_hidden_layers", "vocab_size")
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "gpt2": {},
         "gpt2-medium": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),

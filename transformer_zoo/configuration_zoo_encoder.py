@@ -4,7 +4,7 @@ from typing import Any, ClassVar
 
 from huggingface_hub.dataclasses import strict
 
-from .configuration_zoo_common import ZooTextConfig
+from .configuration_zoo_common import ZooConfig, ZooTextConfig
 
 
 _TINY = dict(
@@ -22,6 +22,7 @@ class ZooEncoderConfig(ZooTextConfig):
     """
 
     model_type = "zoo_encoder"
+    SAVED_FIELDS: ClassVar[tuple[str, ...]] = ZooConfig.SAVED_FIELDS + ("num_hidden_layers", "vocab_size")
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "bert-base": {},
         "bert-large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),

@@ -4,7 +4,7 @@ from typing import Any, ClassVar
 
 from huggingface_hub.dataclasses import strict
 
-from .configuration_zoo_common import ZooTextConfig
+from .configuration_zoo_common import ZooConfig, ZooTextConfig
 
 
 @strict
@@ -29,6 +29,7 @@ class ZooSeq2SeqConfig(ZooTextConfig):
 
     model_type = "zoo_seq2seq"
     attribute_map = {"num_hidden_layers": "decoder_layers"}
+    SAVED_FIELDS: ClassVar[tuple[str, ...]] = ZooConfig.SAVED_FIELDS + ("encoder_layers", "decoder_layers", "vocab_size")
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "transformer-base": {},
         "transformer-big": dict(

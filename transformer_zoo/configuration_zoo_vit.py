@@ -26,6 +26,7 @@ class ZooViTConfig(ZooConfig):
 
     model_type = "zoo_vit"
     POSITION_TYPES: ClassVar[tuple[str, ...]] = VIT_POSITION_TYPES
+    SAVED_FIELDS: ClassVar[tuple[str, ...]] = ZooConfig.SAVED_FIELDS + ("num_hidden_layers", "image_size", "patch_size", "num_channels")
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "vit-base": {},
         "vit-small": dict(hidden_size=384, num_attention_heads=6, intermediate_size=1536),

@@ -825,6 +825,33 @@ class ZooPreTrainedModel(PreTrainedModel):
         self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **self.AUTO_MAP}
         return super().save_pretrained(save_directory, *args, **kwargs)
 
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """transformers' from_pretrained, with two failures made clear: a folder of another family (transformers
+        only warns, then builds this class from a foreign config) and a damaged weights file."""
+        import json
+        import os
+
+        from safetensors import SafetensorError
+
+        folder = os.fspath(pretrained_model_name_or_path)
+        config_file = os.path.join(folder, "config.json")
+        if kwargs.get("config") is None and not kwargs.get("subfolder") and os.path.isfile(config_file):
+            with open(config_file, encoding="utf-8") as handle:
+                saved_type = json.load(handle).get("model_type")
+            expected = cls.config_class.model_type
+            if saved_type != expected:
+                raise ValueError(
+                    f"{folder} holds a {saved_type!r} model, not {expected!r}: {cls.__name__} cannot load it. Load it "
+                    "with the Auto class of its task (e.g. AutoModel.from_pretrained(folder)), or the class named in "
+                    "its config.json `architectures`.")
+        try:
+            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        except SafetensorError as error:
+            raise OSError(
+                f"The weights in {folder} are damaged ({error}): the safetensors file is truncated or corrupt, e.g. "
+                "from an interrupted copy or download. Copy or download it again, or re-save the model.") from None
+
 
 class ZooPooler(nn.Module):
     """BERT's pooler: tanh(W h_[CLS] + b)."""

@@ -75,9 +75,19 @@ def load_config_file(path: str | os.PathLike) -> dict:
     if path.suffix.lower() in (".yaml", ".yml"):
         import yaml
 
-        values = yaml.safe_load(text)
+        try:
+            values = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            where = getattr(error, "problem_mark", None)
+            at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
+            problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+            raise ValueError(f"--config {path} is not valid YAML{at}: {problem}.") from None
     elif path.suffix.lower() == ".json":
-        values = json.loads(text)
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"--config {path} is not valid JSON at line {error.lineno}, column {error.colno}: "
+                             f"{error.msg}.") from None
     else:
         raise ValueError(f"--config {path}: use a .yaml, .yml or .json file.")
     if values is None:
@@ -314,7 +324,8 @@ def add_early_stopping_arguments(parser: argparse.ArgumentParser, *, metric: str
     group = parser.add_argument_group("early stopping and best model")
     group.add_argument("--early_stopping_metric", default=metric,
                        help="Validation metric that picks the best checkpoint (eval_loss, perplexity, accuracy, "
-                       "f1_macro, seqeval_f1, bleu, chrf, ...).")
+                       "macro_f1, seqeval_f1, ...); a metric the evaluation does not report is refused before "
+                       "training.")
     group.add_argument("--greater_is_better", type=str2bool, default=None,
                        help="Whether a larger metric is better (default: false for losses and perplexity, else "
                        "true).")

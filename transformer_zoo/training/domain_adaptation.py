@@ -56,7 +56,7 @@ from .cli import (
     training_config_from_args,
 )
 from .corpora import corpus_card_info, load_corpus
-from .loop import create_accelerator, evaluate, model_loss, train
+from .loop import TrainingInterrupted, create_accelerator, evaluate, model_loss, train
 from .output_dir import claim_output_dir
 from .objectives import causal_lm_collator, masked_lm_collator, pack_sequences
 from .reporting import hardware_summary
@@ -417,7 +417,7 @@ def load_urdu_data(args) -> UrduData:
     """Fixed, de-duplicated splits (load_corpus, seed --data_seed, 80/10/10). The adaptation text is a deterministic
     shuffle of the training split cut to --max_train_paragraphs, the held-out text one of the validation split;
     only those slices are normalised (the whole corpus would take minutes)."""
-    corpus = load_corpus(args.dataset, text_column=args.text_column, seed=args.data_seed,
+    corpus = load_corpus(args.dataset, text_column=args.text_column, seed=args.data_seed, encoding=args.encoding,
                          validation_fraction=0.1, test_fraction=0.1)
     if "text" not in corpus["train"].column_names:
         raise ValueError(f"{args.dataset!r} gives columns {corpus['train'].column_names}; domain adaptation needs "
@@ -484,6 +484,8 @@ def build_parser() -> RecipeArgumentParser:
                       "paragraph per line, .json/.jsonl/.csv/.parquet with a text column, or a folder with "
                       "train/validation/test files). Split 80/10/10 by --data_seed unless the files are split.")
     data.add_argument("--text_column", default=None, help="Column holding the text (default: detected).")
+    data.add_argument("--encoding", default="utf-8",
+                      help="Text encoding of local .txt/.csv/.tsv/.json/.jsonl files (e.g. latin-1, cp1252).")
     data.add_argument("--data_seed", type=int, default=0,
                       help="Seed of the fixed corpus split and of the slices taken from it.")
     data.add_argument("--max_train_paragraphs", type=optional_int, default=2500,
@@ -924,6 +926,9 @@ def main(argv=None) -> dict:
     try:
         with claim_output_dir(args.output_dir, overwrite=args.overwrite_output_dir):
             return run(args)
+    except TrainingInterrupted as stopped:
+        # Ctrl-C / SIGTERM: the checkpoint is written; say how to continue and exit as the signal asks.
+        parser.exit(130 if stopped.signal_name == "SIGINT" else 143, f"domain_adapt.py: {stopped}\n")
     except (ValueError, FileNotFoundError) as error:
         parser.exit(2, f"domain_adapt.py: error: {error}\n")
 

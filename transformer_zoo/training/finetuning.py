@@ -14,6 +14,7 @@ beside the majority-class baseline.
 from __future__ import annotations
 
 import copy
+import difflib
 import importlib.util
 import json
 import time
@@ -53,7 +54,7 @@ from .cli import (
 )
 from .checkpointing import gather_model_state
 from .corpora import BUILTIN_CORPORA, corpus_card_info, load_corpus
-from .loop import create_accelerator, evaluate, make_loss_fn, train
+from .loop import TrainingInterrupted, create_accelerator, evaluate, make_loss_fn, train
 from .output_dir import claim_output_dir
 from .objectives import (
     causal_lm_collator,
@@ -168,6 +169,8 @@ def build_parser() -> RecipeArgumentParser:
                       help="Built-in data set name, local file/folder (txt, json, jsonl, csv, parquet, image folder) "
                       "or Hub id.")
     data.add_argument("--text_column", default=None, help="Column holding the text (default: detected).")
+    data.add_argument("--encoding", default="utf-8",
+                      help="Text encoding of local .txt/.csv/.tsv/.json/.jsonl files (e.g. latin-1, cp1252).")
     data.add_argument("--text_pair_column", default=None, help="Second text of sentence-pair classification.")
     data.add_argument("--label_column", default=None, help="Column holding the class (default: label).")
     data.add_argument("--source_column", default=None, help="Source-side column (seq2seq).")
@@ -201,7 +204,8 @@ def build_parser() -> RecipeArgumentParser:
     add_early_stopping_arguments(parser, metric="auto")
     for action in parser._actions:
         if action.dest == "early_stopping_metric":
-            action.help += " 'auto' = accuracy (classification), seqeval_f1 (token classification), eval_loss."
+            action.help += (" 'auto' = accuracy (classification), seqeval_f1 (token classification), eval_loss. "
+                            "Classification also reports macro_f1; causal LM and seq2seq perplexity.")
     return parser
 
 
@@ -217,7 +221,7 @@ def load_task_data(args) -> TaskData:
     if args.task == "token-classification":
         return load_token_classification_data(args)
     corpus = load_corpus(
-        args.dataset, text_column=args.text_column, label_column=args.label_column, source_column=args.source_column,
+        args.dataset, text_column=args.text_column, encoding=args.encoding, label_column=args.label_column, source_column=args.source_column,
         target_column=args.target_column, max_examples=args.max_examples,
         validation_fraction=args.validation_fraction, test_fraction=args.test_fraction, seed=args.seed,
     )
@@ -236,7 +240,29 @@ def load_task_data(args) -> TaskData:
         raise ValueError("--text_pair_column needs the pair kept by the data loader; load_corpus keeps one text "
                          "column only (not supported yet).")
     names = corpus["train"].features["label"].names if "label" in columns else None
+    if names is not None:
+        check_every_label_is_trained(corpus, names)
     return TaskData(corpus, names, corpus_card_info(corpus))
+
+
+def check_every_label_is_trained(corpus, names: list[str]) -> None:
+    """Refuse evaluation splits with classes the training split never shows: the model would get untrained output
+    rows for them and the metrics would read as usual."""
+    from collections import Counter
+
+    trained = set(corpus["train"]["label"])
+    unseen = {}
+    for split in ("validation", "test"):
+        for label, count in Counter(corpus[split]["label"]).items():
+            if label not in trained:
+                unseen.setdefault(names[label], {})[split] = count
+    if unseen:
+        listed = "; ".join(f"{name!r} ({', '.join(f'{count} {split}' for split, count in splits.items())})"
+                           for name, splits in sorted(unseen.items()))
+        raise ValueError(
+            f"Classes absent from the training split appear in evaluation: {listed}. The model cannot learn them: "
+            "add training examples of these classes, remove them from the evaluation data, or (one file) use more "
+            "data or another --seed so that every class reaches the training split.")
 
 
 def load_token_classification_data(args) -> TaskData:
@@ -587,6 +613,15 @@ def run_once(args, seed: int, output_dir: Path, accelerator, data: TaskData) -> 
         return eval_fn
 
     metric = args.early_stopping_metric if args.early_stopping_metric != "auto" else DEFAULT_METRIC[task]
+    # The validation evaluation's metrics, known now: refuse a metric it never reports before training starts.
+    validation_metrics = {"eval_loss"} | set(getattr(compute, "names", ()))
+    if task in ("causal-lm", "seq2seq"):
+        validation_metrics.add("perplexity")
+    if metric not in validation_metrics:
+        close = difflib.get_close_matches(metric, sorted(validation_metrics), n=1)
+        raise ValueError(f"--early_stopping_metric {metric!r} is not reported by the {task} evaluation"
+                         + (f"; did you mean {close[0]!r}?" if close else "")
+                         + f" It reports: {', '.join(sorted(validation_metrics))}.")
     loss_kind = {"causal-lm": "causal_lm", "token-classification": "token", "seq2seq": "token"}.get(task, "sequence")
     training_config = training_config_from_args(
         args, early_stopping_metric=metric, throughput_unit="images" if task == "image-classification" else "tokens",
@@ -734,5 +769,8 @@ def main(argv=None) -> dict:
     try:
         with claim_output_dir(args.output_dir, overwrite=args.overwrite_output_dir):
             return run(args)
+    except TrainingInterrupted as stopped:
+        # Ctrl-C / SIGTERM: the checkpoint is written; say how to continue and exit as the signal asks.
+        parser.exit(130 if stopped.signal_name == "SIGINT" else 143, f"finetune.py: {stopped}\n")
     except (ValueError, FileNotFoundError) as error:
         parser.exit(2, f"finetune.py: error: {error}\n")

@@ -16,6 +16,7 @@ data position is two integers and the RNG state at a step boundary is all the ra
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import random
@@ -36,6 +37,7 @@ from tqdm.auto import tqdm
 from .checkpointing import (
     atomic_directory_commit,
     latest_checkpoint,
+    list_checkpoints,
     load_checkpoint,
     gather_model_state,
     model_state_from_file,
@@ -386,6 +388,73 @@ def evaluate(
     return metrics
 
 
+# ================================================================================================ resume, stop
+def _load_newest_complete(accelerator, checkpoint: Path, checkpoints_dir: Path, resume, **state) -> tuple[dict, Path]:
+    """Load `checkpoint`; with a plain --resume, a damaged newest checkpoint (a disk error, a partial copy) falls
+    back to the newest one that loads, with a warning. A checkpoint the user named is never replaced silently."""
+    candidates = [checkpoint]
+    if not isinstance(resume, str):
+        candidates += [path for path in reversed(list_checkpoints(checkpoints_dir)) if path != checkpoint]
+    from safetensors import SafetensorError
+
+    for index, candidate in enumerate(candidates):
+        try:
+            return load_checkpoint(accelerator, candidate, **state), candidate
+        except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as error:  # JSONDecodeError: ValueError
+            if index == len(candidates) - 1:
+                raise ValueError(f"--resume: {candidate} cannot be loaded ({type(error).__name__}: {error}) and no "
+                                 "older checkpoint loads either; start afresh with --overwrite_output_dir.") from None
+            logger.warning(f"--resume: {candidate} is damaged ({type(error).__name__}: {error}); falling back to "
+                           f"{candidates[index + 1].name}.", main_process_only=True)
+    raise AssertionError("unreachable")
+
+
+class TrainingInterrupted(Exception):
+    """Raised by `train` after SIGINT (Ctrl-C) or SIGTERM: a checkpoint was written at the step boundary."""
+
+    def __init__(self, signal_name: str, step: int, checkpoint: Path):
+        self.signal_name, self.step, self.checkpoint = signal_name, step, checkpoint
+        super().__init__(f"{signal_name} received: stopped after step {step} and saved {checkpoint}. Run the same "
+                         "command with --resume to continue from it.")
+
+
+class StopRequest:
+    """SIGINT/SIGTERM handlers that ask the loop to stop at the next step boundary (a second Ctrl-C stops at once,
+    as usual). Installed only in the main thread, restored on exit."""
+
+    SIGNALS = ("SIGINT", "SIGTERM")
+
+    def __init__(self):
+        self.signal_name = None
+        self._previous = {}
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for name in self.SIGNALS:
+                number = getattr(signal, name)
+                self._previous[number] = signal.signal(number, self._handle)
+        return self
+
+    def _handle(self, number, frame):
+        import signal
+
+        if self.signal_name is not None and number == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.signal_name = signal.Signals(number).name
+        logger.warning(f"{self.signal_name} received: stopping after this step and saving a checkpoint (Ctrl-C again "
+                       "to stop at once, without one).")
+
+    def __exit__(self, *exc):
+        import signal
+
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+        return False
+
+
 # ================================================================================================ best model
 def save_best_model(accelerator: Accelerator, model: torch.nn.Module, directory: Path, info: dict) -> None:
     """The weights of the best evaluation so far, written atomically like a checkpoint."""
@@ -495,7 +564,8 @@ def train(
         if checkpoint is None:
             logger.warning(f"--resume: no checkpoint in {checkpoints_dir}; starting from scratch.")
     if checkpoint is not None:
-        saved = load_checkpoint(accelerator, checkpoint, model=model, optimizer=optimizer, scheduler=scheduler)
+        saved, checkpoint = _load_newest_complete(accelerator, checkpoint, checkpoints_dir, config.resume,
+                                                  model=model, optimizer=optimizer, scheduler=scheduler)
         progress = TrainingProgress.from_dict(saved)
         if progress.global_micro_batch != global_micro_batch:
             raise ValueError(
@@ -538,100 +608,110 @@ def train(
     window_start, window_units = time.perf_counter(), 0
     run_start = time.perf_counter() - progress.train_seconds
     model.train()
-    while progress.step < total_steps and not progress.stopped_early:
-        step_loss = torch.zeros((), dtype=torch.float32, device=accelerator.device)
-        units = torch.zeros(2, dtype=torch.float64, device=accelerator.device)  # tokens, examples on this process
-        for micro_index in range(accumulation):
-            epoch, position, indices = next(stream)
-            examples = [train_dataset[i] for i in indices[rank_slice]]
-            batch = move_to_device(collate_fn(examples), accelerator.device)
-            tokens, count = batch_units(batch, is_encoder_decoder=is_encoder_decoder)
-            units += torch.tensor([tokens, count], dtype=torch.float64, device=accelerator.device)
-            last = micro_index == accumulation - 1
-            # Gradients are all-reduced on the last micro-batch only.
-            sync = contextlib.nullcontext() if last or world == 1 else accelerator.no_sync(model)
-            with sync:
-                loss = loss_fn(model, batch)
-                accelerator.backward(loss / accumulation)
-            step_loss += loss.detach().float()
-            progress.epoch, progress.micro_batch = epoch, position + 1
-        grad_norm = accelerator.clip_grad_norm_(trainable, config.max_grad_norm or float("inf"))
-        learning_rate = optimizer.param_groups[0]["lr"]  # the rate this step used
-        optimizer.step()
-        if not accelerator.optimizer_step_was_skipped:  # an fp16 overflow skips the update; keep the schedule
-            scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        progress.step += 1
+    # Ctrl-C / SIGTERM: finish the step, checkpoint, stop (restored however the loop ends).
+    with StopRequest() as stop:
+        while progress.step < total_steps and not progress.stopped_early:
+            step_loss = torch.zeros((), dtype=torch.float32, device=accelerator.device)
+            units = torch.zeros(2, dtype=torch.float64, device=accelerator.device)  # tokens, examples on this process
+            for micro_index in range(accumulation):
+                epoch, position, indices = next(stream)
+                examples = [train_dataset[i] for i in indices[rank_slice]]
+                batch = move_to_device(collate_fn(examples), accelerator.device)
+                tokens, count = batch_units(batch, is_encoder_decoder=is_encoder_decoder)
+                units += torch.tensor([tokens, count], dtype=torch.float64, device=accelerator.device)
+                last = micro_index == accumulation - 1
+                # Gradients are all-reduced on the last micro-batch only.
+                sync = contextlib.nullcontext() if last or world == 1 else accelerator.no_sync(model)
+                with sync:
+                    loss = loss_fn(model, batch)
+                    accelerator.backward(loss / accumulation)
+                step_loss += loss.detach().float()
+                progress.epoch, progress.micro_batch = epoch, position + 1
+            grad_norm = accelerator.clip_grad_norm_(trainable, config.max_grad_norm or float("inf"))
+            learning_rate = optimizer.param_groups[0]["lr"]  # the rate this step used
+            optimizer.step()
+            if not accelerator.optimizer_step_was_skipped:  # an fp16 overflow skips the update; keep the schedule
+                scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            progress.step += 1
 
-        totals = accelerator.reduce(
-            torch.cat([(step_loss / accumulation).double().reshape(1), units]), reduction="sum"
-        )
-        step_mean_loss = float(totals[0]) / world
-        progress.tokens_seen += int(totals[1])
-        progress.examples_seen += int(totals[2])
-        progress.window_loss_sum += step_mean_loss
-        progress.window_steps += 1
-        window_units += int(totals[1] if unit == "tokens" else totals[2])
-        bar.update(1)
-
-        if progress.step % config.logging_steps == 0 or progress.step == total_steps:
-            elapsed = time.perf_counter() - window_start
-            record = {
-                "step": progress.step,
-                "epoch": round(progress.epoch + progress.micro_batch / micro_batches_per_epoch, 4),
-                "loss": progress.window_loss_sum / progress.window_steps,
-                "lr": learning_rate,
-                "grad_norm": float(grad_norm) if grad_norm is not None else None,
-                "tokens_seen": progress.tokens_seen,
-                "examples_seen": progress.examples_seen,
-                f"{unit}_per_second": window_units / elapsed if elapsed > 0 else None,
-                "elapsed_seconds": time.perf_counter() - run_start,
-            }
-            metrics_log.append(record)
-            accelerator.log({f"train/{k}": v for k, v in record.items() if k != "step" and v is not None},
-                            step=progress.step)
-            bar.set_postfix(
-                loss=f"{record['loss']:.4f}", lr=f"{learning_rate:.2e}",
-                **{f"{'tok' if unit == 'tokens' else 'img'}/s": f"{record[f'{unit}_per_second'] or 0:,.0f}"},
+            # The stop flag rides on the per-step reduction: every process stops after the same step, at no extra cost.
+            stop_flag = torch.tensor([float(stop.signal_name is not None)], dtype=torch.float64, device=accelerator.device)
+            totals = accelerator.reduce(
+                torch.cat([(step_loss / accumulation).double().reshape(1), units, stop_flag]), reduction="sum"
             )
-            progress.window_loss_sum, progress.window_steps = 0.0, 0
-            window_start, window_units = time.perf_counter(), 0
+            step_mean_loss = float(totals[0]) / world
+            progress.tokens_seen += int(totals[1])
+            progress.examples_seen += int(totals[2])
+            progress.window_loss_sum += step_mean_loss
+            progress.window_steps += 1
+            window_units += int(totals[1] if unit == "tokens" else totals[2])
+            bar.update(1)
 
-        evaluate_now = eval_fn is not None and (
-            progress.step == total_steps or (config.eval_steps and progress.step % config.eval_steps == 0)
-        )
-        if evaluate_now:
-            final_metrics = eval_fn(model)
-            metrics_log.append({"step": progress.step, "split": "validation", **final_metrics})
-            accelerator.log({f"validation/{k}": v for k, v in final_metrics.items() if _is_number(v)},
-                            step=progress.step)
-            _say(accelerator, bar, f"step {progress.step}: " + ", ".join(
-                f"{k} {v:.4g}" for k, v in final_metrics.items() if isinstance(v, (int, float))))
-            if config.early_stopping_metric not in final_metrics:
-                raise ValueError(
-                    f"early_stopping_metric {config.early_stopping_metric!r} is not among the evaluation metrics "
-                    f"({', '.join(final_metrics)})."
+            if progress.step % config.logging_steps == 0 or progress.step == total_steps:
+                elapsed = time.perf_counter() - window_start
+                record = {
+                    "step": progress.step,
+                    "epoch": round(progress.epoch + progress.micro_batch / micro_batches_per_epoch, 4),
+                    "loss": progress.window_loss_sum / progress.window_steps,
+                    "lr": learning_rate,
+                    "grad_norm": float(grad_norm) if grad_norm is not None else None,
+                    "tokens_seen": progress.tokens_seen,
+                    "examples_seen": progress.examples_seen,
+                    f"{unit}_per_second": window_units / elapsed if elapsed > 0 else None,
+                    "elapsed_seconds": time.perf_counter() - run_start,
+                }
+                metrics_log.append(record)
+                accelerator.log({f"train/{k}": v for k, v in record.items() if k != "step" and v is not None},
+                                step=progress.step)
+                bar.set_postfix(
+                    loss=f"{record['loss']:.4f}", lr=f"{learning_rate:.2e}",
+                    **{f"{'tok' if unit == 'tokens' else 'img'}/s": f"{record[f'{unit}_per_second'] or 0:,.0f}"},
                 )
-            value = float(final_metrics[config.early_stopping_metric])
-            if _improved(value, progress.best_metric, greater):
-                progress.best_metric, progress.best_step = value, progress.step
-                progress.evaluations_without_improvement = 0
-                save_best_model(accelerator, model, best_dir, {"step": progress.step, **final_metrics})
-            else:
-                progress.evaluations_without_improvement += 1
-                patience = config.early_stopping_patience
-                if patience is not None and progress.evaluations_without_improvement >= patience:
-                    progress.stopped_early = True
-                    _say(accelerator, bar, f"Early stopping at step {progress.step}: {config.early_stopping_metric} has not "
-                              f"improved for {patience} evaluations (best {progress.best_metric:.4g} at step "
-                              f"{progress.best_step}).")
+                progress.window_loss_sum, progress.window_steps = 0.0, 0
+                window_start, window_units = time.perf_counter(), 0
 
-        if config.save_steps and progress.step % config.save_steps == 0 and progress.step < total_steps:
-            progress.train_seconds = time.perf_counter() - run_start
-            save_checkpoint(
-                accelerator, checkpoints_dir, progress.step, model=model, optimizer=optimizer, scheduler=scheduler,
-                trainer_state=asdict(progress), keep_last=config.save_total_limit,
+            evaluate_now = eval_fn is not None and (
+                progress.step == total_steps or (config.eval_steps and progress.step % config.eval_steps == 0)
             )
+            if evaluate_now:
+                final_metrics = eval_fn(model)
+                metrics_log.append({"step": progress.step, "split": "validation", **final_metrics})
+                accelerator.log({f"validation/{k}": v for k, v in final_metrics.items() if _is_number(v)},
+                                step=progress.step)
+                _say(accelerator, bar, f"step {progress.step}: " + ", ".join(
+                    f"{k} {v:.4g}" for k, v in final_metrics.items() if isinstance(v, (int, float))))
+                if config.early_stopping_metric not in final_metrics:
+                    raise ValueError(
+                        f"early_stopping_metric {config.early_stopping_metric!r} is not among the evaluation metrics "
+                        f"({', '.join(final_metrics)})."
+                    )
+                value = float(final_metrics[config.early_stopping_metric])
+                if _improved(value, progress.best_metric, greater):
+                    progress.best_metric, progress.best_step = value, progress.step
+                    progress.evaluations_without_improvement = 0
+                    save_best_model(accelerator, model, best_dir, {"step": progress.step, **final_metrics})
+                else:
+                    progress.evaluations_without_improvement += 1
+                    patience = config.early_stopping_patience
+                    if patience is not None and progress.evaluations_without_improvement >= patience:
+                        progress.stopped_early = True
+                        _say(accelerator, bar, f"Early stopping at step {progress.step}: {config.early_stopping_metric} has not "
+                                  f"improved for {patience} evaluations (best {progress.best_metric:.4g} at step "
+                                  f"{progress.best_step}).")
+
+            interrupted = float(totals[3]) > 0
+            if interrupted or (config.save_steps and progress.step % config.save_steps == 0
+                               and progress.step < total_steps):
+                progress.train_seconds = time.perf_counter() - run_start
+                saved_at = save_checkpoint(
+                    accelerator, checkpoints_dir, progress.step, model=model, optimizer=optimizer, scheduler=scheduler,
+                    trainer_state=asdict(progress), keep_last=config.save_total_limit,
+                )
+                if interrupted:
+                    bar.close()
+                    raise TrainingInterrupted(stop.signal_name or "a stop signal (on another process)", progress.step,
+                                              saved_at)
     bar.close()
     progress.train_seconds = time.perf_counter() - run_start
     accelerator.wait_for_everyone()

@@ -43,7 +43,7 @@ from .cli import (
 )
 from .checkpointing import gather_model_state
 from .corpora import BUILTIN_CORPORA, corpus_card_info, load_corpus
-from .loop import create_accelerator, evaluate, make_loss_fn, train
+from .loop import TrainingInterrupted, create_accelerator, evaluate, make_loss_fn, train
 from .output_dir import claim_output_dir
 from .objectives import (
     causal_lm_collator,
@@ -114,9 +114,13 @@ def parse_overrides(value) -> dict:
     overrides = {}
     for item in comma_list(value) or []:
         if "=" not in item:
-            raise ValueError(f"--model_overrides item {item!r} is not key=value.")
+            raise ValueError(f"--model_overrides item {item!r} is not key=value (e.g. hidden_size=256,"
+                             "position_embedding_type=rope).")
         key, raw = item.split("=", 1)
-        overrides[key.strip()] = yaml.safe_load(raw.strip())  # 256 -> int, 0.1 -> float, true -> bool, rope -> str
+        try:
+            overrides[key.strip()] = yaml.safe_load(raw.strip())  # 256 -> int, 0.1 -> float, true -> bool, rope -> str
+        except yaml.YAMLError as error:
+            raise ValueError(f"--model_overrides item {item!r}: the value does not parse ({error}).") from None
     return overrides
 
 
@@ -152,6 +156,8 @@ def build_parser() -> RecipeArgumentParser:
                       "or Hub id. Default per family: shakespeare (decoder, encoder), hadith-en-ur (seq2seq), "
                       "digits (vit).")
     data.add_argument("--text_column", default=None, help="Column holding the text (default: detected).")
+    data.add_argument("--encoding", default="utf-8",
+                      help="Text encoding of local .txt/.csv/.tsv/.json/.jsonl files (e.g. latin-1, cp1252).")
     data.add_argument("--source_column", default=None, help="Source-side column of parallel text.")
     data.add_argument("--target_column", default=None, help="Target-side column of parallel text.")
     data.add_argument("--label_column", default=None, help="Class column of image data (default: label).")
@@ -373,7 +379,7 @@ def run(args) -> dict:
 
     with accelerator.main_process_first():
         corpus = load_corpus(
-            dataset_name, text_column=args.text_column, label_column=args.label_column,
+            dataset_name, text_column=args.text_column, encoding=args.encoding, label_column=args.label_column,
             source_column=args.source_column, target_column=args.target_column, max_examples=args.max_examples,
             validation_fraction=args.validation_fraction, test_fraction=args.test_fraction, seed=args.seed,
         )
@@ -513,12 +519,30 @@ def _card_data(corpus) -> dict:
     return data
 
 
+def check_overrides(args) -> None:
+    """--model_overrides must be key=value pairs naming fields of the family's config: checked before any work
+    (tokenizer training, data loading), with the config's own message for an unknown field."""
+    config_class = FAMILIES[args.family].config_class
+    overrides = parse_overrides(args.model_overrides)
+    fields = set(config_class.__dataclass_fields__) | set(config_class.attribute_map)
+    unknown = [key for key in overrides if key not in fields]
+    if unknown:
+        raise ValueError(f"--model_overrides: {config_class._unknown_fields_message(unknown, fields)}")
+
+
 def main(argv=None) -> dict:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        check_overrides(args)
+    except ValueError as error:
+        parser.exit(2, f"pretrain.py: error: {error}\n")
+    try:
         with claim_output_dir(args.output_dir, overwrite=args.overwrite_output_dir):
             return run(args)
+    except TrainingInterrupted as stopped:
+        # Ctrl-C / SIGTERM: the checkpoint is written; say how to continue and exit as the signal asks.
+        parser.exit(130 if stopped.signal_name == "SIGINT" else 143, f"pretrain.py: {stopped}\n")
     except (ValueError, FileNotFoundError) as error:
         # Bad input: one clear line instead of a traceback.
         parser.exit(2, f"pretrain.py: error: {error}\n")

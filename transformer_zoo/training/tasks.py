@@ -137,6 +137,7 @@ def classification_metrics() -> Callable[[dict], dict]:
             "macro_f1": float(f1.compute(predictions=predictions, references=references, average="macro")["f1"]),
         }
 
+    compute.names = ("accuracy", "macro_f1")  # what it returns, so a chosen metric can be checked before training
     return compute
 
 
@@ -153,6 +154,7 @@ def seqeval_metrics(label_names: Sequence[str]) -> Callable[[dict], dict]:
         return {"seqeval_precision": scores["overall_precision"], "seqeval_recall": scores["overall_recall"],
                 "seqeval_f1": scores["overall_f1"], "token_accuracy": scores["overall_accuracy"]}
 
+    compute.names = ("seqeval_precision", "seqeval_recall", "seqeval_f1", "token_accuracy")
     return compute
 
 
@@ -167,6 +169,7 @@ def translation_metrics() -> Callable[[dict], dict]:
         return {"bleu": float(bleu.compute(predictions=predictions, references=references)["score"]),
                 "chrf": float(chrf.compute(predictions=predictions, references=references)["score"])}
 
+    compute.names = ("bleu", "chrf")
     return compute
 
 
