@@ -17,7 +17,7 @@ from huggingface_hub.errors import StrictDataclassError
 
 import transformer_zoo as tz
 from transformer_zoo.training import finetuning, pretraining
-from transformer_zoo.training.output_dir import LOCK_NAME, claim_output_dir
+from transformer_zoo.training.output_dir import LOCK_NAME, RunStopped, claim_output_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_ERRORS = (ValueError, StrictDataclassError)  # a validator's ValueError arrives wrapped by huggingface_hub
@@ -151,13 +151,29 @@ def test_second_run_on_a_folder_is_refused_with_the_holder_pid(tmp_path):
         pass
 
 
-def test_overwrite_output_dir_removes_the_old_run_first(tmp_path):
+def test_overwrite_output_dir_is_the_old_run_or_the_new_one(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()
     (folder / "checkpoints").mkdir()
-    (folder / "tokenizer.json").write_text("{}")
-    with claim_output_dir(folder, overwrite=True):
+    (folder / "tokenizer.json").write_text("old")
+    # A new run that fails: the old run comes back whole, nothing of the new one stays.
+    with pytest.raises(RuntimeError), claim_output_dir(folder, overwrite=True):
         assert [p.name for p in folder.iterdir()] == [LOCK_NAME]
+        (folder / "tokenizer.json").write_text("new")
+        raise RuntimeError("the new run failed")
+    assert sorted(p.name for p in folder.iterdir()) == ["checkpoints", "tokenizer.json"]
+    assert (folder / "tokenizer.json").read_text() == "old"
+    # A new run that ends well: only the new run remains, and nothing is left beside the folder.
+    with claim_output_dir(folder, overwrite=True):
+        (folder / "model.safetensors").write_text("new")
+    assert sorted(p.name for p in folder.iterdir()) == ["model.safetensors"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    # A new run stopped by Ctrl-C after its checkpoint: it stands (to be resumed); the old one goes.
+    with pytest.raises(RunStopped), claim_output_dir(folder, overwrite=True):
+        (folder / "checkpoints").mkdir()
+        raise RunStopped("SIGINT")
+    assert sorted(p.name for p in folder.iterdir()) == ["checkpoints"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
 
 @pytest.mark.parametrize("flag, value, message", [

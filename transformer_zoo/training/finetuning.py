@@ -772,5 +772,5 @@ def main(argv=None) -> dict:
     except TrainingInterrupted as stopped:
         # Ctrl-C / SIGTERM: the checkpoint is written; say how to continue and exit as the signal asks.
         parser.exit(130 if stopped.signal_name == "SIGINT" else 143, f"finetune.py: {stopped}\n")
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, OSError) as error:  # anticipated failures (bad input, unreadable files): one line
         parser.exit(2, f"finetune.py: error: {error}\n")

@@ -47,6 +47,7 @@ from .checkpointing import (
     write_json,
 )
 from .optim import build_optimizer, build_scheduler, resolve_warmup_steps
+from .output_dir import RunStopped
 from .reporting import METRICS_FILE, MetricsLog, flat_hyperparameters, tracker_names
 
 
@@ -409,7 +410,7 @@ def _load_newest_complete(accelerator, checkpoint: Path, checkpoints_dir: Path, 
     raise AssertionError("unreachable")
 
 
-class TrainingInterrupted(Exception):
+class TrainingInterrupted(RunStopped):
     """Raised by `train` after SIGINT (Ctrl-C) or SIGTERM: a checkpoint was written at the step boundary."""
 
     def __init__(self, signal_name: str, step: int, checkpoint: Path):

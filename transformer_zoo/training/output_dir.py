@@ -1,7 +1,8 @@
 """A recipe's output folder: never reused by accident, never written by two runs at once.
 
 * A new run (no --resume) refuses a folder that already holds files, unless --overwrite_output_dir is given; then
-  the old run's files are removed first, so the folder never mixes an old model with a new tokenizer.
+  the old run's files are moved aside first, so the folder never mixes an old model with a new tokenizer, and are
+  deleted when the new run ends well or moved back when it fails: the folder is the old run or the new one.
 * While a run writes, it holds an exclusive lock on `<output_dir>/.zoo-run.lock` (fcntl.flock, released by the
   operating system when the process ends, however it ends; the file is removed at a normal end). A second run on the
   same folder is refused with the holder's process id.
@@ -46,9 +47,37 @@ def check_output_dir(output_dir: str | os.PathLike, *, resume, overwrite: bool) 
                 "--overwrite_output_dir to replace it, or choose another --output_dir.")
 
 
+class RunStopped(Exception):
+    """A run stopped on request with its state saved (Ctrl-C): it stands as the folder's run, to be resumed."""
+
+
+def _move_aside(folder: Path) -> Path | None:
+    """Move the old run's files into a hidden sibling folder (same file system: renames, no copies)."""
+    names = _contents(folder)
+    if not names:
+        return None
+    aside = folder.parent / f".{folder.name}.replaced-{os.getpid()}"
+    if aside.exists():
+        shutil.rmtree(aside)
+    aside.mkdir()
+    for name in names:
+        os.rename(folder / name, aside / name)
+    return aside
+
+
+def _restore(folder: Path, aside: Path) -> None:
+    for name in _contents(folder):
+        path = folder / name
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    for path in aside.iterdir():
+        os.rename(path, folder / path.name)
+    aside.rmdir()
+
+
 @contextlib.contextmanager
 def claim_output_dir(output_dir: str | os.PathLike, *, overwrite: bool = False):
-    """Hold the folder's run lock for the duration of the block; with `overwrite`, empty the folder first."""
+    """Hold the folder's run lock for the duration of the block; with `overwrite`, move the old run aside first
+    (deleted at a normal end, restored when the block raises)."""
     if not _is_main_process():
         yield
         return
@@ -70,12 +99,20 @@ def claim_output_dir(output_dir: str | os.PathLike, *, overwrite: bool = False):
         handle.truncate()
         handle.write(f"{os.getpid()}\n")
         handle.flush()
-        if overwrite:
-            for name in _contents(folder):
-                path = folder / name
-                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+        replaced = _move_aside(folder) if overwrite else None
         locked = True
-        yield
+        try:
+            yield
+        except RunStopped:
+            if replaced is not None:
+                shutil.rmtree(replaced, ignore_errors=True)  # the new run was checkpointed: it replaces the old
+            raise
+        except BaseException:
+            if replaced is not None:
+                _restore(folder, replaced)  # the run failed: the folder is the old run again, not half of each
+            raise
+        if replaced is not None:
+            shutil.rmtree(replaced, ignore_errors=True)
     finally:
         if locked:
             # Removed while still held: a run that opened the old file before this fails to lock it, one that opens

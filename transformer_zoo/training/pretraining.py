@@ -543,6 +543,6 @@ def main(argv=None) -> dict:
     except TrainingInterrupted as stopped:
         # Ctrl-C / SIGTERM: the checkpoint is written; say how to continue and exit as the signal asks.
         parser.exit(130 if stopped.signal_name == "SIGINT" else 143, f"pretrain.py: {stopped}\n")
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, OSError) as error:  # anticipated failures (bad input, unreadable files): one line
         # Bad input: one clear line instead of a traceback.
         parser.exit(2, f"pretrain.py: error: {error}\n")
