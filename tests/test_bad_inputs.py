@@ -80,6 +80,8 @@ CASES = [
      r"inputs_embeds must be \[batch, sequence, hidden_size\]"),
     ("uint8 pixels", lambda: tz.ZooViTModel(tz.ZooViTConfig.from_preset("tiny"))(
         torch.zeros(1, 3, 32, 32, dtype=torch.uint8)), ValueError, "Pass the images through the model's image processor"),
+    ("token type beyond type_vocab_size", lambda: classifier()(input_ids=IDS, token_type_ids=torch.full_like(IDS, 2)),
+     ValueError, "token_type_ids holds id 2, outside the vocabulary of 2"),
     ("unknown keyword", lambda: decoder()(input_ids=IDS, head_mask=None), TypeError,
      "unexpected keyword argument\\(s\\) 'head_mask'"),
     # ---- labels
@@ -183,6 +185,9 @@ def test_overwrite_output_dir_is_the_old_run_or_the_new_one(tmp_path):
     ("--learning_rate", 0, "--learning_rate 0.0: must be > 0"),
     ("--per_device_batch_size", 0, "--per_device_batch_size 0: must be >= 1"),
     ("--warmup_ratio", 1.5, r"--warmup_ratio 1.5: must be in \[0, 1\)"),
+    ("--context_length", 0, "--context_length 0: must be >= 1"),
+    ("--mlm_probability", 1.5, r"--mlm_probability 1.5: must be in \(0, 1\)"),
+    ("--validation_fraction", 1.5, r"--validation_fraction 1.5: must be in \[0, 1\)"),
 ])
 def test_recipe_flags_out_of_range_are_refused_before_any_work(flag, value, message, tmp_path, capsys):
     _refused(capsys, pretraining.main, ["--output_dir", tmp_path / "out", *FAST, flag, value], message)

@@ -29,6 +29,7 @@ from .modeling_zoo_layers import (
     classifier_dropout,
     check_classification_labels,
     check_labels,
+    check_token_ids,
     get_activation,
     share_of_accumulated_batch,
 )
@@ -78,6 +79,11 @@ class ZooEncoderModel(ZooStackMixin, ZooEncoderPreTrainedModel):
         if self.embed_token_types is not None:
             if token_type_ids is None:
                 token_type_ids = torch.zeros(inputs_embeds.shape[:2], dtype=torch.long, device=inputs_embeds.device)
+            else:
+                check_token_ids(token_type_ids, self.config.type_vocab_size, "token_type_ids")
+                if token_type_ids.shape != inputs_embeds.shape[:2]:
+                    raise ValueError(f"token_type_ids has shape {tuple(token_type_ids.shape)}, expected "
+                                     f"{tuple(inputs_embeds.shape[:2])} (one segment id per input token).")
             type_embeddings = self.embed_token_types(token_type_ids)
         elif token_type_ids is not None and bool((token_type_ids != 0).any()):
             raise ValueError(

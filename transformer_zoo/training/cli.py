@@ -112,7 +112,29 @@ FLAG_RANGES = {
     "warmup_steps": (0, True, "linear warmup steps"),
     "weight_decay": (0, True, "AdamW weight decay"),
     "early_stopping_patience": (1, True, "evaluations without improvement; 'none' = never stop early"),
+    # Recipe-specific flags (checked where a recipe has them).
+    "context_length": (1, True, "tokens per packed training sequence"),
+    "max_length": (1, True, "tokens per input after truncation"),
+    "vocab_size": (1, True, "tokens in the trained tokenizer"),
+    "num_labels": (1, True, "classes (1 = regression)"),
+    "max_examples": (1, True, "examples kept; 'none' = all"),
+    "eval_max_examples": (1, True, "evaluation examples; 'none' = all"),
+    "generation_examples": (0, True, "examples evaluated by generation"),
+    "num_beams": (1, True, "beam size"),
+    "image_size": (1, True, "image side in pixels"),
+    "num_channels": (1, True, "image channels"),
+    "mean_span_length": (0, False, "mean corrupted span length"),
+    "lora_rank": (1, True, "LoRA rank r"),
+    "lora_alpha": (0, False, "LoRA scaling alpha"),
+    "max_train_paragraphs": (1, True, "training paragraphs; 'none' = all"),
+    "downstream_batch_size": (1, True, "downstream fine-tuning batch size"),
+    "downstream_max_length": (1, True, "downstream tokens per input"),
+    "downstream_epochs": (0, False, "downstream fine-tuning epochs"),
+    "downstream_learning_rate": (0, False, "downstream learning rate"),
 }
+# Probabilities and fractions: flag -> whether 0 itself is allowed (1 never is).
+FRACTION_FLAGS = {"warmup_ratio": True, "label_smoothing": True, "validation_fraction": True, "test_fraction": True,
+                  "lora_dropout": True, "mlm_probability": False, "noise_density": False}
 
 
 class RecipeArgumentParser(argparse.ArgumentParser):
@@ -181,10 +203,10 @@ class RecipeArgumentParser(argparse.ArgumentParser):
             if value < low or (not inclusive and value == low):
                 bound = f">= {low}" if inclusive else f"> {low}"
                 self.error(f"--{name} {value}: must be {bound} ({meaning}).")
-        for name in ("warmup_ratio", "label_smoothing"):
+        for name, zero_allowed in FRACTION_FLAGS.items():
             value = getattr(namespace, name, None)
-            if value is not None and not 0 <= value < 1:
-                self.error(f"--{name} {value}: must be in [0, 1).")
+            if value is not None and not (0 <= value < 1 if zero_allowed else 0 < value < 1):
+                self.error(f"--{name} {value}: must be in {'[0' if zero_allowed else '(0'}, 1).")
 
     def _check_push_to_hub(self, namespace) -> None:
         # Fail before training, not after it: the repo id's form and a token must be there (no network here).
