@@ -367,3 +367,20 @@ def save_arguments(args: argparse.Namespace, path: str | os.PathLike) -> None:
     values = {key: value for key, value in vars(args).items()
               if key not in ("config", "resume", "overwrite_output_dir")}
     Path(path).write_text(json.dumps(values, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+
+
+def run_recipe(parser: argparse.ArgumentParser, args: argparse.Namespace, run, *checks):
+    """A recipe's entry point: the `checks` (callables on args, before any work), then `run(args)` holding the output
+    folder (see output_dir.claim_output_dir). Anticipated failures end in one line and exit 2; Ctrl-C/SIGTERM after
+    a checkpoint exits 130/143 with the resume hint; anything else is a bug and keeps its traceback."""
+    from .output_dir import RunStopped, claim_output_dir
+
+    try:
+        for check in checks:
+            check(args)
+        with claim_output_dir(args.output_dir, overwrite=args.overwrite_output_dir):
+            return run(args)
+    except RunStopped as stopped:
+        parser.exit(130 if getattr(stopped, "signal_name", None) == "SIGINT" else 143, f"{parser.prog}: {stopped}\n")
+    except (ValueError, OSError) as error:  # bad input, unreadable or damaged files
+        parser.exit(2, f"{parser.prog}: error: {error}\n")

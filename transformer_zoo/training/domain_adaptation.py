@@ -51,13 +51,13 @@ from .cli import (
     comma_list,
     int_list,
     optional_int,
+    run_recipe,
     save_arguments,
     str2bool,
     training_config_from_args,
 )
 from .corpora import corpus_card_info, load_corpus
-from .loop import TrainingInterrupted, create_accelerator, evaluate, model_loss, train
-from .output_dir import claim_output_dir
+from .loop import create_accelerator, evaluate, model_loss, train
 from .objectives import causal_lm_collator, masked_lm_collator, pack_sequences
 from .reporting import hardware_summary
 from .tasks import ResumableDenoisingCollator, finish_output_folder, setup_logging, write_results
@@ -922,15 +922,7 @@ def write_card(args, lm: LoadedLM, adapted, data: UrduData, results: dict, table
 
 def main(argv=None) -> dict:
     parser = build_parser()
-    args = apply_full_preset(parser, argv)
-    try:
-        with claim_output_dir(args.output_dir, overwrite=args.overwrite_output_dir):
-            return run(args)
-    except TrainingInterrupted as stopped:
-        # Ctrl-C / SIGTERM: the checkpoint is written; say how to continue and exit as the signal asks.
-        parser.exit(130 if stopped.signal_name == "SIGINT" else 143, f"domain_adapt.py: {stopped}\n")
-    except (ValueError, OSError) as error:  # anticipated failures (bad input, unreadable files): one line
-        parser.exit(2, f"domain_adapt.py: error: {error}\n")
+    return run_recipe(parser, apply_full_preset(parser, argv), run)
 
 
 __all__ = ["MaskedPositionsLM", "build_parser", "extend_tokenizer", "load_language_model", "main", "old_pieces",

@@ -48,14 +48,14 @@ from .cli import (
     comma_list,
     int_list,
     optional_int,
+    run_recipe,
     save_arguments,
     str2bool,
     training_config_from_args,
 )
 from .checkpointing import gather_model_state
 from .corpora import BUILTIN_CORPORA, corpus_card_info, load_corpus
-from .loop import TrainingInterrupted, create_accelerator, evaluate, make_loss_fn, train
-from .output_dir import claim_output_dir
+from .loop import create_accelerator, evaluate, make_loss_fn, train
 from .objectives import (
     causal_lm_collator,
     check_labels,
@@ -765,12 +765,4 @@ def print_run(results: dict) -> None:
 
 def main(argv=None) -> dict:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        with claim_output_dir(args.output_dir, overwrite=args.overwrite_output_dir):
-            return run(args)
-    except TrainingInterrupted as stopped:
-        # Ctrl-C / SIGTERM: the checkpoint is written; say how to continue and exit as the signal asks.
-        parser.exit(130 if stopped.signal_name == "SIGINT" else 143, f"finetune.py: {stopped}\n")
-    except (ValueError, OSError) as error:  # anticipated failures (bad input, unreadable files): one line
-        parser.exit(2, f"finetune.py: error: {error}\n")
+    return run_recipe(parser, parser.parse_args(argv), run)

@@ -37,14 +37,14 @@ from .cli import (
     add_training_arguments,
     comma_list,
     optional_int,
+    run_recipe,
     save_arguments,
     str2bool,
     training_config_from_args,
 )
 from .checkpointing import gather_model_state
 from .corpora import BUILTIN_CORPORA, corpus_card_info, load_corpus
-from .loop import TrainingInterrupted, create_accelerator, evaluate, make_loss_fn, train
-from .output_dir import claim_output_dir
+from .loop import create_accelerator, evaluate, make_loss_fn, train
 from .objectives import (
     causal_lm_collator,
     check_sequence_length,
@@ -532,17 +532,4 @@ def check_overrides(args) -> None:
 
 def main(argv=None) -> dict:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        check_overrides(args)
-    except ValueError as error:
-        parser.exit(2, f"pretrain.py: error: {error}\n")
-    try:
-        with claim_output_dir(args.output_dir, overwrite=args.overwrite_output_dir):
-            return run(args)
-    except TrainingInterrupted as stopped:
-        # Ctrl-C / SIGTERM: the checkpoint is written; say how to continue and exit as the signal asks.
-        parser.exit(130 if stopped.signal_name == "SIGINT" else 143, f"pretrain.py: {stopped}\n")
-    except (ValueError, OSError) as error:  # anticipated failures (bad input, unreadable files): one line
-        # Bad input: one clear line instead of a traceback.
-        parser.exit(2, f"pretrain.py: error: {error}\n")
+    return run_recipe(parser, parser.parse_args(argv), run, check_overrides)
