@@ -380,3 +380,17 @@ def test_damaged_newest_checkpoint_falls_back_to_the_newest_complete_one(tmp_pat
         logging.getLogger("transformer_zoo.training.loop").removeHandler(handler)
     messages = " ".join(record.getMessage() for record in records)
     assert "checkpoint-00000003 is damaged" in messages and "falling back to checkpoint-00000002" in messages
+
+
+def test_input_checks_keep_torch_compile_fullgraph():
+    """The value checks are skipped while compiling (and off CPU): a fullgraph compile with labels and a padded mask
+    still captures one graph and matches eager."""
+    torch.manual_seed(0)
+    model = decoder()
+    mask = torch.ones_like(IDS)
+    mask[0, :2] = 0
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    with torch.no_grad():
+        eager = model(input_ids=IDS, attention_mask=mask, labels=IDS)
+        result = compiled(input_ids=IDS, attention_mask=mask, labels=IDS)
+    torch.testing.assert_close(result.loss, eager.loss, atol=1e-6, rtol=0)
