@@ -31,6 +31,10 @@ def classifier():
     return tz.ZooEncoderForSequenceClassification(tz.ZooEncoderConfig.from_preset("tiny", num_labels=3)).eval()
 
 
+def seq2seq():
+    return tz.ZooSeq2SeqForConditionalGeneration(tz.ZooSeq2SeqConfig.from_preset("tiny")).eval()
+
+
 IDS = torch.randint(3, 1000, (2, 5), generator=torch.Generator().manual_seed(0))
 
 # (case, callable, exception, message pattern)
@@ -80,6 +84,11 @@ CASES = [
      r"inputs_embeds must be \[batch, sequence, hidden_size\]"),
     ("uint8 pixels", lambda: tz.ZooViTModel(tz.ZooViTConfig.from_preset("tiny"))(
         torch.zeros(1, 3, 32, 32, dtype=torch.uint8)), ValueError, "Pass the images through the model's image processor"),
+    ("1-D decoder_input_ids", lambda: seq2seq()(input_ids=IDS, decoder_input_ids=IDS[0]), ValueError,
+     r"decoder_input_ids must be 2-D \[batch, sequence\]"),
+    ("source mask of another length", lambda: seq2seq()(encoder_outputs=seq2seq().get_encoder()(input_ids=IDS),
+                                                        attention_mask=torch.ones(2, 4), decoder_input_ids=IDS),
+     ValueError, r"attention_mask \(of the source\) has shape \(2, 4\), but the encoder states are \(2, 5\)"),
     ("token type beyond type_vocab_size", lambda: classifier()(input_ids=IDS, token_type_ids=torch.full_like(IDS, 2)),
      ValueError, "token_type_ids holds id 2, outside the vocabulary of 2"),
     ("unknown keyword", lambda: decoder()(input_ids=IDS, head_mask=None), TypeError,

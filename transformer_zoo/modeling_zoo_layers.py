@@ -671,19 +671,20 @@ class ZooStackMixin:
         self.norm = build_norm(config) if config.norm_position == "pre" else None
         self.gradient_checkpointing = False
 
-    def embed_inputs(self, input_ids: torch.LongTensor | None, inputs_embeds: torch.Tensor | None) -> torch.Tensor:
+    def embed_inputs(self, input_ids: torch.LongTensor | None, inputs_embeds: torch.Tensor | None,
+                     name: str = "input_ids") -> torch.Tensor:
         """`inputs_embeds`, or the token embeddings of `input_ids` (exactly one must be given). The embedding module
         applies any sqrt(d) scale itself, so `inputs_embeds=model.get_input_embeddings()(ids)` equals
         `input_ids=ids`."""
         if (input_ids is None) == (inputs_embeds is None):
+            embeds_name = name.replace("input_ids", "inputs_embeds")
             raise ValueError(
-                f"{type(self).__name__}: pass exactly one of input_ids or inputs_embeds (got "
+                f"{type(self).__name__}: pass exactly one of {name} or {embeds_name} (got "
                 f"{'both' if input_ids is not None else 'neither'})."
             )
         if inputs_embeds is None:
             # PEFT may wrap the embedding (trainable_token_indices); the config's vocab_size follows every resize.
-            check_token_ids(input_ids, getattr(self.embed_tokens, "num_embeddings", self.config.vocab_size),
-                            "input_ids")
+            check_token_ids(input_ids, getattr(self.embed_tokens, "num_embeddings", self.config.vocab_size), name)
             return self.embed_tokens(input_ids)
         if inputs_embeds.ndim != 3 or inputs_embeds.shape[1] == 0:
             raise ValueError(
@@ -756,6 +757,12 @@ class ZooStackMixin:
                 config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
             )
         cross_mask = None
+        if encoder_attention_mask is not None and encoder_hidden_states is not None and encoder_attention_mask.ndim == 2 \
+                and tuple(encoder_attention_mask.shape) != tuple(encoder_hidden_states.shape[:2]):
+            raise ValueError(
+                f"attention_mask (of the source) has shape {tuple(encoder_attention_mask.shape)}, but the encoder "
+                f"states are {tuple(encoder_hidden_states.shape[:2])} [batch, source length]: pass the mask of the "
+                "source the encoder read.")
         if encoder_hidden_states is not None:
             cross_mask = create_bidirectional_mask(
                 config=self.config,

@@ -93,7 +93,7 @@ class ZooSeq2SeqDecoder(ZooStackMixin, ZooSeq2SeqPreTrainedModel):
         position_ids=None,
         **kwargs,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        inputs_embeds = self.embed_inputs(input_ids, inputs_embeds)
+        inputs_embeds = self.embed_inputs(input_ids, inputs_embeds, "decoder_input_ids")
         if use_cache and cache is None:
             cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         hidden_states = self.run_stack(
