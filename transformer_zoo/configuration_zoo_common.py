@@ -219,8 +219,8 @@ class ZooConfig(PreTrainedConfig):
 
     @classmethod
     def from_json_file(cls, json_file):
-        with _loading_saved_config():
-            return super().from_json_file(json_file)
+        # Through from_dict, so a JSON file gets the same completeness check and loading rules.
+        return cls.from_dict(cls._dict_from_json_file(json_file))
 
     # ----------------------------------------------------------------------------------------------- presets
     @classmethod

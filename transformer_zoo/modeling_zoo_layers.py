@@ -20,11 +20,14 @@ This file is copied into saved checkpoints for `trust_remote_code`: it imports s
 """
 
 import functools
+import json
 import math
+import os
 import warnings
 from collections.abc import Callable
 
 import torch
+from safetensors import SafetensorError
 from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
@@ -548,7 +551,7 @@ def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str) -> None:
     if ids.shape[1] == 0:
         raise ValueError(f"{name} is empty (shape {tuple(ids.shape)}): pass at least one token per sequence.")
     if values_are_checkable(ids):
-        low, high = int(ids.min()), int(ids.max())
+        low, high = (int(value) for value in torch.aminmax(ids))
         if low < 0 or high >= vocab_size:
             raise ValueError(
                 f"{name} holds id {high if high >= vocab_size else low}, outside the vocabulary of {vocab_size} "
@@ -577,8 +580,9 @@ def check_labels(labels: torch.Tensor, *, shape: tuple, num_classes: int | None,
         if kept.numel() == 0 and num_items_in_batch is None:
             raise ValueError(f"every entry of {name} is -100 (ignored): the loss would be NaN and nothing would be "
                              "learnt. Check the label masking (e.g. a prompt mask covering the whole sequence).")
-        if kept.numel() and (int(kept.min()) < 0 or int(kept.max()) >= num_classes):
-            bad = int(kept.max()) if int(kept.max()) >= num_classes else int(kept.min())
+        low, high = (int(value) for value in torch.aminmax(kept)) if kept.numel() else (0, 0)
+        if low < 0 or high >= num_classes:
+            bad = high if high >= num_classes else low
             raise ValueError(f"{name} holds {bad}, outside 0..{num_classes - 1} (and -100 for ignored positions).")
 
 
@@ -836,11 +840,6 @@ class ZooPreTrainedModel(PreTrainedModel):
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
         """transformers' from_pretrained, with two failures made clear: a folder of another family (transformers
         only warns, then builds this class from a foreign config) and a damaged weights file."""
-        import json
-        import os
-
-        from safetensors import SafetensorError
-
         folder = os.fspath(pretrained_model_name_or_path)
         config_file = os.path.join(folder, "config.json")
         if kwargs.get("config") is None and not kwargs.get("subfolder") and os.path.isfile(config_file):

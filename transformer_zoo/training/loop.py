@@ -16,11 +16,12 @@ data position is two integers and the RNG state at a step boundary is all the ra
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import random
 import shutil
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
@@ -32,6 +33,7 @@ import torch.nn.functional as F
 from accelerate import Accelerator
 from accelerate.logging import get_logger
 from accelerate.utils import gather_object, set_seed
+from safetensors import SafetensorError
 from tqdm.auto import tqdm
 
 from .checkpointing import (
@@ -396,8 +398,6 @@ def _load_newest_complete(accelerator, checkpoint: Path, checkpoints_dir: Path, 
     candidates = [checkpoint]
     if not isinstance(resume, str):
         candidates += [path for path in reversed(list_checkpoints(checkpoints_dir)) if path != checkpoint]
-    from safetensors import SafetensorError
-
     for index, candidate in enumerate(candidates):
         try:
             return load_checkpoint(accelerator, candidate, **state), candidate
@@ -430,9 +430,6 @@ class StopRequest:
         self._previous = {}
 
     def __enter__(self):
-        import signal
-        import threading
-
         if threading.current_thread() is threading.main_thread():
             for name in self.SIGNALS:
                 number = getattr(signal, name)
@@ -440,8 +437,6 @@ class StopRequest:
         return self
 
     def _handle(self, number, frame):
-        import signal
-
         if self.signal_name is not None and number == signal.SIGINT:
             raise KeyboardInterrupt
         self.signal_name = signal.Signals(number).name
@@ -449,8 +444,6 @@ class StopRequest:
                        "to stop at once, without one).")
 
     def __exit__(self, *exc):
-        import signal
-
         for number, handler in self._previous.items():
             signal.signal(number, handler)
         return False
