@@ -139,6 +139,11 @@ def _transpose(weight: torch.Tensor) -> torch.Tensor:
     return weight.t().contiguous()
 
 
+# Reshapes that only change how a linear layer stores its weight (GPT-2's Conv1D): an adapter's low-rank factors on
+# that layer are stored the same way in both (PEFT's Conv1D LoRA keeps nn.Linear's A and B).
+LAYOUT_ONLY_RESHAPES = (_transpose,)
+
+
 def _split_fused_qkv_weight(weight: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # c_attn is one Conv1D [hidden, 3 * hidden] whose output columns are q | k | v.
     return tuple(part.contiguous() for part in weight.t().chunk(3, dim=0))
