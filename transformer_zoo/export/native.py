@@ -63,6 +63,25 @@ POSITION_HINTS = {
     "relative": "T5's relative-position bias lives in an encoder-decoder with RMSNorm and no biases; T5 is not an "
     "export target",
 }
+
+
+def _untied_seq2seq(config) -> str | None:
+    # transformers' Marian and BART untie the encoder and decoder embeddings from `shared` too when the output layer
+    # is untied; the zoo always shares them. Outputs would match, fine-tuning would not.
+    if not config.tie_word_embeddings:
+        return ("tie_word_embeddings=False (transformers' Marian and BART then also untie the encoder and decoder "
+                "embeddings, which the zoo shares)")
+    return None
+
+
+def _no_token_types(config) -> str | None:
+    if config.type_vocab_size < 1:
+        return f"type_vocab_size={config.type_vocab_size} (BERT always adds a token-type embedding; use 1 or more)"
+    return None
+
+
+# Differences the config round trip cannot see, per format.
+EXTRA_CHECKS = {"marian": (_untied_seq2seq,), "bart": (_untied_seq2seq,), "bert": (_no_token_types,)}
 # Zoo fields that do not change what a model computes or how it trains (token ids travel separately; use_cache is a
 # run-time default).
 NON_ARCHITECTURE_FIELDS = {"pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "use_cache"}
@@ -117,6 +136,7 @@ def export_problems(zoo_config, model_type: str) -> list[str]:
     if (zoo_config.hidden_act in GATED_ACTIVATIONS) != gated_format:
         kind = f"gated ({', '.join(GATED_ACTIVATIONS)})" if gated_format else "not gated"
         problems.append(f"hidden_act={zoo_config.hidden_act!r} ({name}'s MLP is {kind})")
+    problems += [problem for check in EXTRA_CHECKS.get(model_type, ()) if (problem := check(zoo_config))]
     if problems:
         return problems
     try:
@@ -143,22 +163,19 @@ def choose_format(zoo_config, to: str = "auto") -> str:
         if not problems:
             return model_type
     nearest = min((m for m in tried if m in candidates), key=lambda m: len(tried[m]), default=None)
-    lines = [
-        f"{NATIVE_FORMATS[model_type].name}: {'; '.join(problems)}" for model_type, problems in tried.items()
-    ]
-    hint = POSITION_HINTS.get(zoo_config.position_embedding_type)
-    message = (
-        f"This {type(zoo_config).__name__} has no exact equivalent among transformers' architectures "
-        f"({' | '.join(lines)})."
-    )
+    lines = [f"{NATIVE_FORMATS[model_type].name}: {'; '.join(problems)}" for model_type, problems in tried.items()]
+    family = type(zoo_config).__name__
     if to != "auto" and to not in candidates:
-        message = (
-            f"Cannot export a {type(zoo_config).__name__} to {NATIVE_FORMATS[to].name}: zoo "
-            f"{type(zoo_config).__name__.removeprefix('Zoo').removesuffix('Config').lower()} models export to "
-            f"{', '.join(NATIVE_FORMATS[m].name for m in candidates)}."
-        )
-    elif nearest is not None:
-        message += f" Nearest: {NATIVE_FORMATS[nearest].name}; change the fields above to export to it."
+        message = (f"Cannot export a {family} to {NATIVE_FORMATS[to].name}: a {family} exports to "
+                   f"{' or '.join(NATIVE_FORMATS[m].name for m in candidates)}.")
+    elif to != "auto":
+        message = (f"Cannot export this {family} to {NATIVE_FORMATS[to].name} exactly: {'; '.join(tried[to])}. "
+                   f"Change these fields (values in parentheses are what {NATIVE_FORMATS[to].name} has) to export.")
+    else:
+        message = (f"This {family} has no exact equivalent among transformers' architectures ({' | '.join(lines)}). "
+                   f"Nearest: {NATIVE_FORMATS[nearest].name}, with {len(tried[nearest])} field(s) to change to the "
+                   "values in parentheses.")
+    hint = POSITION_HINTS.get(zoo_config.position_embedding_type)
     if hint:
         message += f" ({hint}.)"
     raise UnsupportedExportError(message + " Nothing is exported approximately.")
@@ -287,9 +304,16 @@ def zoo_class_for_folder(folder: str):
     )
 
 
+# Files any saved transformers tokenizer has at least one of.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt", "tokenizer.model")
+
+
 def _save_preprocessor(src: str, out_dir: str, is_text: bool) -> None:
     """The zoo folder's tokenizer (already a plain transformers one) or image processor (re-made as transformers'
     ViTImageProcessor, whose settings are the same), when it has one."""
+    if is_text and not any(os.path.isfile(os.path.join(src, name)) for name in TOKENIZER_FILES):
+        logger.info(f"{src!r} has no tokenizer files; the export has none either.")
+        return
     try:
         if is_text:
             processor = AutoTokenizer.from_pretrained(src, trust_remote_code=False)
