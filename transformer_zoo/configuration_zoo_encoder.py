@@ -19,6 +19,12 @@ class ZooEncoderConfig(ZooTextConfig):
 
     Encoder-specific fields:
         type_vocab_size: number of token types (segments A/B); 0 removes the token-type embedding.
+        sparse_prediction: when the masked-LM head is given labels, project only the labelled positions onto the
+            vocabulary (about 15 % of them in BERT-style training) and return logits for those alone, shape
+            (number of labelled positions, vocab_size), in the order of the flattened labels. The loss and its
+            gradients are the same; the step does less work. ModernBERT's option of the same name. Off by default, so
+            that `logits` keeps transformers' (batch, length, vocab) shape; calls without labels always return every
+            position's logits.
     """
 
     model_type = "zoo_encoder"
@@ -48,6 +54,7 @@ class ZooEncoderConfig(ZooTextConfig):
     layer_norm_eps: float = 1e-12
     embedding_norm: bool = True
     type_vocab_size: int = 2
+    sparse_prediction: bool = False
     pad_token_id: int | None = 0
 
     def validate_encoder(self):

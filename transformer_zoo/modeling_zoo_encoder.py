@@ -142,14 +142,22 @@ class ZooEncoderForMaskedLM(ZooEncoderPreTrainedModel):
         **kwargs,
     ) -> MaskedLMOutput:
         outputs = self.model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        logits = self.lm_head(outputs.last_hidden_state)
+        hidden = outputs.last_hidden_state
         loss = None
         if labels is not None:
-            check_labels(labels, shape=logits.shape[:2], num_classes=self.config.vocab_size,
+            check_labels(labels, shape=hidden.shape[:2], num_classes=self.config.vocab_size,
                          num_items_in_batch=kwargs.get("num_items_in_batch"))
+            labels = labels.to(hidden.device)
+            if self.config.sparse_prediction:
+                # Only labelled positions enter the loss: project just those (see ZooEncoderConfig).
+                labelled = labels != -100
+                hidden, labels = hidden[labelled], labels[labelled]
+            logits = self.lm_head(hidden)
             # Labels are -100 except at masked positions; no shift (unlike causal LM).
-            loss = CrossEntropyLoss()(logits.view(-1, self.config.vocab_size), labels.reshape(-1).to(logits.device))
+            loss = CrossEntropyLoss()(logits.reshape(-1, self.config.vocab_size), labels.reshape(-1))
             loss = share_of_accumulated_batch(loss, labels, kwargs.get("num_items_in_batch"))
+        else:
+            logits = self.lm_head(hidden)
         return MaskedLMOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )

@@ -286,6 +286,9 @@ def make_loss_fn(kind: str = "model", label_smoothing: float = 0.0) -> LossFn:
         logits, labels = outputs.logits, batch["labels"]
         if kind == "causal_lm":
             logits, labels = logits[:, :-1], labels[:, 1:]
+        elif logits.dim() == 2 and labels.dim() == 2:
+            # Sparse masked-LM prediction (ZooEncoderConfig.sparse_prediction): logits of the labelled positions only.
+            labels = labels[labels != -100]
         return F.cross_entropy(
             logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1).to(logits.device),
             ignore_index=-100, label_smoothing=label_smoothing,

@@ -398,6 +398,10 @@ def run(args) -> dict:
 
     set_seed(args.seed)  # the same initial weights on every process and on resume
     model = family.model_class(config)
+    if objective == "mlm":
+        # Project only the masked positions onto the vocabulary while training (same loss and gradients, less work);
+        # the saved config keeps the default, full logits (save_outputs).
+        model.config.sparse_prediction = True
     counts = count_parameters(model)
     tokens_per_sequence = (config.num_patches + config.num_prefix_tokens) if objective == "image" \
         else args.context_length
@@ -465,6 +469,8 @@ def save_outputs(args, model, tokenizer, image_processor, corpus, results, token
                  accelerator, objective, global_batch, tokens_per_sequence, gathered_state=None) -> None:
     output_dir = Path(args.output_dir)
     family = FAMILIES[args.family]
+    if getattr(model.config, "sparse_prediction", False):
+        model.config.sparse_prediction = False  # a training-time setting (see run)
     model.save_pretrained(output_dir, **({"state_dict": gathered_state} if gathered_state else {}))
     if tokenizer is not None:
         tokenizer.save_pretrained(output_dir)

@@ -1,0 +1,177 @@
+"""The paths that make a step cheaper give what the plain paths give: the fused q/k/v projection (one matrix product
+for the three plain linear layers) and sparse masked-LM prediction (the vocabulary projection at labelled positions
+only). Losses and gradients agree to float rounding, generated tokens exactly, in every family and position scheme.
+"""
+
+import pytest
+import torch
+from peft import LoraConfig, get_peft_model
+
+import transformer_zoo.modeling_zoo_layers as layers
+from transformer_zoo import (
+    ZooDecoderConfig,
+    ZooDecoderForCausalLM,
+    ZooEncoderConfig,
+    ZooEncoderForMaskedLM,
+    ZooSeq2SeqConfig,
+    ZooSeq2SeqForConditionalGeneration,
+    ZooViTConfig,
+    ZooViTForImageClassification,
+)
+from transformer_zoo.training.loop import make_loss_fn
+
+
+# float32 rounding of a reordered matrix product, accumulated through two layers and a backward pass.
+TOLERANCE = dict(atol=2e-5, rtol=1e-4)
+
+
+def loss_and_gradients(model, batch):
+    model.zero_grad(set_to_none=True)
+    loss = model(**batch).loss
+    loss.backward()
+    return loss.detach(), {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+def unfused(monkeypatch):
+    monkeypatch.setattr(layers, "_plain_linears", lambda modules: False)
+
+
+def text_batch(vocab_size=1000, batch=2, length=12, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, vocab_size, (batch, length), generator=generator)
+    mask = torch.ones_like(ids)
+    mask[1, -4:] = 0
+    return ids, mask
+
+
+def family_cases():
+    for scheme in ("learned", "sinusoidal", "rope", "alibi", "relative", "none"):
+        for kv_heads in (4, 2):
+            yield "decoder", dict(position_embedding_type=scheme, num_key_value_heads=kv_heads)
+    for scheme in ("learned", "rope", "relative"):
+        yield "encoder", dict(position_embedding_type=scheme)
+    for scheme in ("sinusoidal", "learned", "rope", "alibi"):
+        yield "seq2seq", dict(position_embedding_type=scheme)
+    for scheme in ("learned", "sincos2d", "none"):
+        yield "vit", dict(position_embedding_type=scheme)
+    yield "decoder", dict(pruned_heads={0: [1], 1: [0, 3]})
+    yield "decoder", dict(attention_variant="sliding_window", attention_window=4)
+
+
+CASES = list(family_cases())
+
+
+def build(family, overrides, attn="eager"):
+    torch.manual_seed(0)
+    if family == "decoder":
+        config = ZooDecoderConfig.from_preset("tiny", **overrides)
+        model = ZooDecoderForCausalLM(config)
+        ids, mask = text_batch()
+        batch = {"input_ids": ids, "attention_mask": mask, "labels": ids.masked_fill(mask == 0, -100)}
+    elif family == "encoder":
+        model = ZooEncoderForMaskedLM(ZooEncoderConfig.from_preset("tiny", **overrides))
+        ids, mask = text_batch()
+        labels = torch.full_like(ids, -100)
+        labels[:, ::3] = ids[:, ::3]
+        batch = {"input_ids": ids, "attention_mask": mask, "labels": labels}
+    elif family == "seq2seq":
+        model = ZooSeq2SeqForConditionalGeneration(ZooSeq2SeqConfig.from_preset("tiny", **overrides))
+        ids, mask = text_batch()
+        batch = {"input_ids": ids, "attention_mask": mask, "labels": text_batch(length=7, seed=1)[0]}
+    else:
+        model = ZooViTForImageClassification(ZooViTConfig.from_preset("tiny", num_labels=3, **overrides))
+        pixels = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+        batch = {"pixel_values": pixels, "labels": torch.tensor([0, 2])}
+    model.set_attn_implementation(attn)
+    return model, batch
+
+
+@pytest.mark.parametrize("family, overrides", CASES, ids=[f"{f}-{'-'.join(map(str, o.values()))}" for f, o in CASES])
+def test_fused_qkv_gives_the_same_loss_and_gradients(family, overrides, monkeypatch):
+    model, batch = build(family, overrides)
+    model.train()
+    torch.manual_seed(1)
+    fused_loss, fused_grads = loss_and_gradients(model, batch)
+    unfused(monkeypatch)
+    torch.manual_seed(1)  # the same dropout masks
+    plain_loss, plain_grads = loss_and_gradients(model, batch)
+    torch.testing.assert_close(fused_loss, plain_loss, **TOLERANCE)
+    assert fused_grads.keys() == plain_grads.keys()
+    for name in plain_grads:
+        torch.testing.assert_close(fused_grads[name], plain_grads[name], **TOLERANCE, msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("family, scheme", [("decoder", "rope"), ("decoder", "alibi"), ("decoder", "learned"),
+                                            ("seq2seq", "sinusoidal"), ("seq2seq", "rope")])
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_fused_qkv_generates_the_same_tokens(family, scheme, attn, monkeypatch):
+    model, batch = build(family, dict(position_embedding_type=scheme), attn)
+    model.eval()
+    settings = dict(max_new_tokens=10, do_sample=False, pad_token_id=0, output_scores=True, return_dict_in_generate=True)
+    with torch.no_grad():
+        fused = model.generate(batch["input_ids"][:1], **settings)
+        unfused(monkeypatch)
+        plain = model.generate(batch["input_ids"][:1], **settings)
+    torch.testing.assert_close(fused.sequences, plain.sequences, atol=0, rtol=0)
+    # Every step's scores, not only the argmax (a tiny random model may repeat one token).
+    torch.testing.assert_close(torch.stack(fused.scores), torch.stack(plain.scores), **TOLERANCE)
+
+
+def test_fused_path_is_taken_only_for_plain_hook_free_linears():
+    model, _ = build("decoder", {})
+    attention = model.model.layers[0].self_attn
+    projections = (attention.q_proj, attention.k_proj, attention.v_proj)
+    assert layers._plain_linears(projections)
+    handle = attention.k_proj.register_forward_hook(lambda *args: None)
+    assert not layers._plain_linears(projections)  # hooks must see their module called
+    handle.remove()
+    peft_model = get_peft_model(model, LoraConfig(target_modules=["q_proj"], r=2))
+    attention = peft_model.base_model.model.model.layers[0].self_attn
+    assert not layers._plain_linears((attention.q_proj, attention.k_proj, attention.v_proj))
+
+
+def test_a_forward_hook_on_a_projection_still_fires():
+    model, batch = build("decoder", {})
+    seen = []
+    model.model.layers[1].self_attn.v_proj.register_forward_hook(lambda module, args, out: seen.append(out.shape))
+    model(**batch)
+    assert seen == [torch.Size([2, 12, 64])]
+
+
+# ------------------------------------------------------------------------------------------------ sparse prediction
+@pytest.mark.parametrize("scheme", ["learned", "rope"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_sparse_masked_lm_prediction_gives_the_same_loss_and_gradients(scheme, smoothing):
+    model, batch = build("encoder", dict(position_embedding_type=scheme))
+    loss_fn = make_loss_fn("token", smoothing)
+    model.train()
+
+    def run():
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(3)
+        loss = loss_fn(model, batch)
+        loss.backward()
+        return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    dense_loss, dense_grads = run()
+    model.config.sparse_prediction = True
+    sparse_loss, sparse_grads = run()
+    torch.testing.assert_close(sparse_loss, dense_loss, **TOLERANCE)
+    for name in dense_grads:
+        torch.testing.assert_close(sparse_grads[name], dense_grads[name], **TOLERANCE, msg=lambda m: f"{name}: {m}")
+    labelled = int((batch["labels"] != -100).sum())
+    with torch.no_grad():
+        out = model(**batch)
+        assert out.logits.shape == (labelled, model.config.vocab_size)
+        assert model(batch["input_ids"]).logits.shape == (2, 12, model.config.vocab_size)  # no labels: every position
+
+
+def test_sparse_prediction_keeps_the_accumulated_batch_share():
+    model, batch = build("encoder", {})
+    model.eval()
+    items = int((batch["labels"] != -100).sum())
+    with torch.no_grad():
+        dense = model(**batch, num_items_in_batch=torch.tensor(3 * items)).loss
+        model.config.sparse_prediction = True
+        sparse = model(**batch, num_items_in_batch=torch.tensor(3 * items)).loss
+    torch.testing.assert_close(sparse, dense, **TOLERANCE)
