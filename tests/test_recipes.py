@@ -323,3 +323,51 @@ def test_tokenizer_that_does_not_fit_the_model_is_refused(tmp_path, data_dir, ca
     _fails(capsys, finetuning.main, ["--model", model_dir, "--tokenizer", tmp_path / "big-tokenizer", "--dataset",
                                      data_dir / "classes.csv", "--text_column", "sentence", "--label_column",
                                      "sentiment", "--output_dir", tmp_path / "out", *FAST], "vocab_size is 1000")
+
+
+# ================================================================================================ speed options
+def test_attention_dropout_flag_sets_only_attention_dropout(tmp_path, data_dir):
+    _finetune(["--model", "zoo_encoder:tiny", "--dataset", data_dir / "classes.csv", "--text_column", "sentence",
+               "--label_column", "sentiment", "--mode", "full", "--output_dir", tmp_path, "--max_length", 32,
+               "--dropout", "0.2", "--attention_dropout", "0", *FAST])
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert (config["attention_dropout"], config["hidden_dropout"], config["embedding_dropout"]) == (0.0, 0.2, 0.2)
+
+
+def test_attention_dropout_flag_is_range_checked(tmp_path):
+    with pytest.raises(SystemExit) as stopped:
+        _finetune(["--attention_dropout", "1.0", "--output_dir", tmp_path])
+    assert stopped.value.code == 2
+
+
+def _tiny_decoder_run(data_dir, out, compile_setting):
+    results = _pretrain(["--dataset", data_dir / "text.txt", "--output_dir", out, "--context_length", 16,
+                         "--model_overrides", "", "--sample_prompt", "", "--compile", compile_setting, *FAST])
+    records = read_jsonl(out / "metrics.jsonl")
+    return results, [r["loss"] for r in records if "loss" in r]
+
+
+def test_compile_falls_back_to_eager(tmp_path, data_dir, monkeypatch):
+    """A graph that fails to compile must not stop the run: dynamo's guard runs it eagerly (same losses)."""
+    import torch._dynamo
+
+    attempts = []
+
+    def failing_backend(graph, example_inputs):
+        attempts.append(graph)
+        raise RuntimeError("this backend cannot compile anything")
+
+    original = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda model, **kw: original(model, backend=failing_backend))
+    monkeypatch.setattr(torch._dynamo.config, "suppress_errors", False)  # set back after the test
+    _, compiled_losses = _tiny_decoder_run(data_dir, tmp_path / "compiled", "true")
+    torch._dynamo.reset()
+    _, eager_losses = _tiny_decoder_run(data_dir, tmp_path / "eager", "false")
+    assert attempts, "--compile true did not compile the training forward"
+    assert compiled_losses == eager_losses and len(eager_losses) == 4
+
+
+def test_compile_flag_accepts_auto_true_false(tmp_path):
+    for value in ("maybe", "2"):
+        with pytest.raises(SystemExit):
+            _pretrain(["--compile", value, "--output_dir", tmp_path])

@@ -36,6 +36,12 @@ def str2bool(value) -> bool:
     raise argparse.ArgumentTypeError(f"expected a boolean (true/false), got {value!r}")
 
 
+def auto_or_bool(value) -> bool | str:
+    if str(value).strip().lower() == "auto":
+        return "auto"
+    return str2bool(value)
+
+
 def comma_list(value) -> list[str] | None:
     """'a,b , c' -> ['a', 'b', 'c']; a YAML list passes through; '' -> None."""
     if value is None:
@@ -134,7 +140,8 @@ FLAG_RANGES = {
 }
 # Probabilities and fractions: flag -> whether 0 itself is allowed (1 never is).
 FRACTION_FLAGS = {"warmup_ratio": True, "label_smoothing": True, "validation_fraction": True, "test_fraction": True,
-                  "lora_dropout": True, "mlm_probability": False, "noise_density": False}
+                  "lora_dropout": True, "mlm_probability": False, "noise_density": False, "dropout": True,
+                  "attention_dropout": True}
 
 
 class RecipeArgumentParser(argparse.ArgumentParser):
@@ -286,6 +293,11 @@ def add_training_arguments(parser: argparse.ArgumentParser, **defaults) -> None:
                      help="Show tqdm progress bars (live loss, learning rate, throughput).")
     run.add_argument("--cpu", action="store_true", default=d["cpu"],
                      help="Train on the CPU even where a GPU is available.")
+    run.add_argument("--compile", type=auto_or_bool, default=d["compile"],
+                     help="torch.compile the training forward (identical mathematics; graphs that fail to compile "
+                     "run eagerly after a warning). 'auto' (default): on GPUs only. On this project's 2-core CPU it "
+                     "saved a few percent per step but its warm-up outweighed that over a default-length run "
+                     "(README 'Speed'); true turns it on anyway.")
     run.add_argument("--cpu_threads", default="auto",
                      help="CPU threads per process: 'auto' = the available cores divided by the processes on this "
                      "machine (`accelerate launch` alone would leave 1 thread on a machine without GPU), a number, "

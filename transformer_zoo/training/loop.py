@@ -105,12 +105,17 @@ class TrainingConfig:
     # Intra-op CPU threads per process: None leaves torch's setting; "auto" = the cores this process may use divided
     # by the processes on this machine (`accelerate launch` otherwise sets OMP_NUM_THREADS=1 on GPU-less machines).
     cpu_threads: int | str | None = None
+    # torch.compile the training forward: "auto" = on a GPU only (on this project's 2-core CPU the compilation took
+    # longer than it saved over a default-length run; README "Speed"), or True / False.
+    compile: bool | str = "auto"
 
     def __post_init__(self):
         if self.per_device_batch_size < 1 or self.gradient_accumulation_steps < 1:
             raise ValueError("per_device_batch_size and gradient_accumulation_steps must be >= 1.")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {self.max_steps}.")
+        if self.compile not in (True, False, "auto"):
+            raise ValueError(f"compile must be true, false or auto, got {self.compile!r}.")
         if self.mixed_precision not in ("no", "bf16", "fp16"):
             raise ValueError(f"mixed_precision must be no, bf16 or fp16, got {self.mixed_precision!r}.")
         if not 0.0 <= self.label_smoothing < 1.0:
@@ -190,6 +195,28 @@ def create_accelerator(config: TrainingConfig) -> Accelerator:
     )
     set_cpu_threads(config.cpu_threads, accelerator)
     return accelerator
+
+
+def use_compile(setting: bool | str, accelerator: Accelerator) -> bool:
+    if setting == "auto":
+        return accelerator.device.type == "cuda"
+    return bool(setting)
+
+
+def compiled_for_training(model: torch.nn.Module, accelerator: Accelerator) -> torch.nn.Module:
+    """torch.compile(model) sharing its parameters, with dynamo's own guard on: a graph that fails to compile (no C++
+    compiler, an unsupported operation) runs eagerly after a warning instead of stopping the run."""
+    import torch._dynamo
+
+    torch._dynamo.config.suppress_errors = True
+    try:
+        compiled = torch.compile(model)
+    except RuntimeError as error:  # platforms where torch.compile is unavailable altogether
+        logger.warning(f"--compile: torch.compile is not available here ({error}); training eagerly.")
+        return model
+    logger.info("--compile: the training forward is compiled by torch.compile (the first steps include compilation; "
+                "graphs that fail to compile fall back to eager with a warning).", main_process_only=True)
+    return compiled
 
 
 def set_cpu_threads(cpu_threads: int | str | None, accelerator: Accelerator) -> None:
@@ -550,6 +577,8 @@ def train(
     scheduler = build_scheduler(optimizer, config.lr_scheduler, warmup_steps=warmup_steps, total_steps=total_steps)
     model, optimizer = accelerator.prepare(model, optimizer)
     trainable = [p for p in model.parameters() if p.requires_grad]
+    # The training forward may run compiled; evaluation, checkpoints and the returned model use `model` itself.
+    step_model = compiled_for_training(model, accelerator) if use_compile(config.compile, accelerator) else model
 
     metrics_log = MetricsLog(output_dir / METRICS_FILE, enabled=accelerator.is_main_process)
     checkpoints_dir = output_dir / CHECKPOINTS_DIR
@@ -620,7 +649,7 @@ def train(
                 # Gradients are all-reduced on the last micro-batch only.
                 sync = contextlib.nullcontext() if last or world == 1 else accelerator.no_sync(model)
                 with sync:
-                    loss = loss_fn(model, batch)
+                    loss = loss_fn(step_model, batch)
                     accelerator.backward(loss / accumulation)
                 step_loss += loss.detach().float()
                 progress.epoch, progress.micro_batch = epoch, position + 1

@@ -146,6 +146,11 @@ def build_parser() -> RecipeArgumentParser:
                        "'position_embedding_type=rope,norm_position=pre'. '' keeps the preset as it is.")
     model.add_argument("--dropout", type=float, default=None,
                        help="Set embedding, attention and hidden dropout to this value (default: the preset's).")
+    model.add_argument("--attention_dropout", type=float, default=None,
+                       help="Set only the attention-probability dropout (after --dropout; default: the preset's). "
+                       "Its cost on CPUs: with dropout > 0 PyTorch's SDPA leaves its fused kernel for the math path "
+                       "(README 'Speed' has the measured step times); 0 makes training faster and changes the "
+                       "regularisation.")
     model.add_argument("--attn_implementation", default=None,
                        choices=["eager", "sdpa", "flex_attention", "flash_attention_2"],
                        help="Attention kernel (default: sdpa where supported).")
@@ -269,6 +274,8 @@ def build_config(args, tokenizer, corpus, objective: str):
     overrides = parse_overrides(args.model_overrides)
     if args.dropout is not None:
         overrides.update(embedding_dropout=args.dropout, attention_dropout=args.dropout, hidden_dropout=args.dropout)
+    if args.attention_dropout is not None:
+        overrides["attention_dropout"] = args.attention_dropout
     if tokenizer is not None:
         start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.cls_token_id
         end = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id
