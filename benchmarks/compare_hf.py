@@ -1,26 +1,33 @@
 #!/usr/bin/env python
-"""Time transformer-zoo against transformers' own models, side by side in one process, with the same weights.
+"""Time transformer-zoo against transformers' own models (and a nanoGPT-style GPT), side by side in one process,
+with the same weights.
 
-For each family a transformers reference model (GPT-2, BERT, Marian, BART, ViT) is built at the requested shape with
-random weights, converted to the zoo family with `transformer_zoo.convert.convert_model` (so both hold identical
-weights; the script checks their logits agree before timing), and then timed:
+Per family a transformers reference (GPT-2, Llama, BERT masked LM, Marian, BART, ViT) is built at the requested shape
+with random weights and converted to the zoo (`transformer_zoo.convert.convert_model`), so both hold identical
+weights; the script checks that their logits agree before timing anything. Then, per attention implementation:
 
-* train: one optimisation step (forward, backward, AdamW step, zero_grad) on a fixed batch, dropout on;
-* generate: KV-cached greedy generation of --new-tokens tokens (decoder and encoder-decoder families);
-* infer: one forward pass without gradients (encoder and ViT, which do not generate).
+* train: one optimisation step (forward, backward, fused AdamW step, zero_grad) on a fixed batch, dropout on;
+* generate: KV-cached greedy generation of --new-tokens tokens (decoders, encoder-decoders);
+* infer: a forward pass without gradients (BERT, ViT).
 
-Runs alternate between the two models (zoo, hf, zoo, hf, ...) so that drifts in machine load hit both alike, and
-the table reports medians and the ratio hf_time / zoo_time (above 1: zoo is faster).
+Timing: --rounds rounds; in each, each side runs --steps times and keeps its best (the least disturbed), and the
+sides alternate which goes first from round to round, so drifts in machine load hit both alike. Reported: the median
+over rounds of those best times, and the speed-up = peer time / zoo time (above 1: the zoo is faster; the target is
+1.1 for training, 1.0 for generation). --compile adds rows with both sides under torch.compile. --memory measures each
+side's peak resident memory over a training step in a fresh process. Extra rows: "bert+sparse" is the zoo encoder
+with sparse_prediction (masked-LM logits at the masked positions only, as the pretraining recipe trains), and
+"nanogpt" the zoo decoder (exact GELU) against a nanoGPT-style GPT (benchmarks/nanogpt_reference.py).
 
-Example:
-    python benchmarks/compare_hf.py                       # all families, eager and sdpa, d=256, 4 layers, seq 256
-    python benchmarks/compare_hf.py --families gpt2 --attn sdpa --repeats 5
+    python benchmarks/compare_hf.py --output benchmarks/results/compare_hf_cpu.json
+    python benchmarks/compare_hf.py --families gpt2,llama --attn sdpa --rounds 3 --steps 2
 """
 
 import argparse
 import json
-import logging
+import os
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -28,78 +35,99 @@ import torch
 import transformers as hf
 from transformers.utils import logging as hf_logging
 
-from transformer_zoo.convert import convert_model
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nanogpt_reference import from_zoo  # noqa: E402
+
+from transformer_zoo import ZooDecoderConfig, ZooDecoderForCausalLM  # noqa: E402
+from transformer_zoo.convert import convert_model  # noqa: E402
 
 
-logger = hf_logging.get_logger("transformer_zoo.benchmarks")
-FAMILIES = ("gpt2", "bert", "marian", "bart", "vit")
+FAMILIES = ("gpt2", "llama", "bert", "bert+sparse", "marian", "bart", "vit", "nanogpt")
+GENERATES = {"gpt2", "llama", "marian", "bart"}
 
 
-def build_reference(family: str, args) -> tuple[torch.nn.Module, dict, bool]:
-    """The transformers model, a training batch and whether the family generates."""
+def build_pair(family: str, args, attn: str):
+    """(zoo model, peer model, training batch)."""
     d, layers, heads, seq, batch = args.hidden, args.layers, args.heads, args.seq_len, args.batch_size
     ffn, dropout = 4 * d, 0.1
-    ids = torch.randint(4, 1000, (batch, seq))
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(4, 1000, (batch, seq), generator=generator)
+    context = seq + args.new_tokens + 16
+    if family == "nanogpt":
+        zoo = ZooDecoderForCausalLM(ZooDecoderConfig(
+            vocab_size=args.vocab_size, hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads,
+            intermediate_size=ffn, max_position_embeddings=context, hidden_act="gelu", bos_token_id=0, eos_token_id=0,
+        ))
+        zoo.set_attn_implementation(attn)
+        return zoo, from_zoo(zoo, dropout), {"input_ids": ids, "labels": ids}
     if family == "gpt2":
-        config = hf.GPT2Config(
-            n_embd=d, n_layer=layers, n_head=heads, n_positions=seq + args.new_tokens + 16, vocab_size=args.vocab_size,
-            attn_implementation=args.current_attn,
-        )
-        return hf.GPT2LMHeadModel(config), {"input_ids": ids, "labels": ids}, True
-    if family == "bert":
-        config = hf.BertConfig(
+        peer = hf.GPT2LMHeadModel(hf.GPT2Config(
+            n_embd=d, n_layer=layers, n_head=heads, n_positions=context, vocab_size=args.vocab_size,
+            bos_token_id=0, eos_token_id=0))
+        inputs = {"input_ids": ids, "labels": ids}
+    elif family == "llama":
+        peer = hf.LlamaForCausalLM(hf.LlamaConfig(
+            hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
+            intermediate_size=int(8 * d / 3) // 8 * 8, max_position_embeddings=context, vocab_size=32000,
+            bos_token_id=0, eos_token_id=0, attention_dropout=dropout))
+        inputs = {"input_ids": ids, "labels": ids}
+    elif family.startswith("bert"):
+        peer = hf.BertForMaskedLM(hf.BertConfig(
             hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=ffn,
-            max_position_embeddings=max(512, seq), vocab_size=30522, attn_implementation=args.current_attn,
-        )
+            max_position_embeddings=max(512, seq), vocab_size=30522))
         labels = torch.full_like(ids, -100)
-        masked = torch.rand(ids.shape) < 0.15
+        masked = torch.rand(ids.shape, generator=generator) < 0.15
         labels[masked] = ids[masked]
-        return hf.BertForMaskedLM(config), {"input_ids": ids, "labels": labels}, False
-    if family in ("marian", "bart"):
+        inputs = {"input_ids": ids, "labels": labels}
+    elif family in ("marian", "bart"):
         common = dict(
             d_model=d, encoder_layers=layers, decoder_layers=layers, encoder_attention_heads=heads,
             decoder_attention_heads=heads, encoder_ffn_dim=ffn, decoder_ffn_dim=ffn, dropout=dropout,
-            max_position_embeddings=seq + args.new_tokens + 16, pad_token_id=1, eos_token_id=2,
-            decoder_start_token_id=2, forced_eos_token_id=None, attn_implementation=args.current_attn,
-        )
-        if family == "marian":
-            model = hf.MarianMTModel(hf.MarianConfig(vocab_size=args.seq2seq_vocab_size, **common))
-        else:
-            model = hf.BartForConditionalGeneration(hf.BartConfig(vocab_size=args.seq2seq_vocab_size, **common))
-        return model, {"input_ids": ids, "labels": ids}, True
-    if family == "vit":
-        config = hf.ViTConfig(
+            max_position_embeddings=context, pad_token_id=1, eos_token_id=2, decoder_start_token_id=2,
+            forced_eos_token_id=None, vocab_size=32000)
+        peer = (hf.MarianMTModel(hf.MarianConfig(**common)) if family == "marian"
+                else hf.BartForConditionalGeneration(hf.BartConfig(**common)))
+        inputs = {"input_ids": ids, "labels": ids}
+    elif family == "vit":
+        peer = hf.ViTForImageClassification(hf.ViTConfig(
             hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=ffn,
-            image_size=args.image_size, patch_size=args.patch_size, num_labels=10, hidden_dropout_prob=dropout,
-            attn_implementation=args.current_attn,
-        )
-        pixels = torch.randn(batch, 3, args.image_size, args.image_size)
-        return hf.ViTForImageClassification(config), {"pixel_values": pixels, "labels": torch.randint(0, 10, (batch,))}, False
-    raise ValueError(f"unknown family {family!r}; choose from {', '.join(FAMILIES)}")
+            image_size=args.image_size, patch_size=args.patch_size, num_labels=10, hidden_dropout_prob=dropout))
+        pixels = torch.randn(batch, 3, args.image_size, args.image_size, generator=generator)
+        inputs = {"pixel_values": pixels, "labels": torch.randint(0, 10, (batch,), generator=generator)}
+    else:
+        raise ValueError(f"unknown family {family!r}; choose from {', '.join(FAMILIES)}")
+    peer.set_attn_implementation(attn)
+    zoo = convert_model(peer)
+    zoo.set_attn_implementation(attn)
+    if family == "bert+sparse":
+        zoo.config.sparse_prediction = True
+    return zoo, peer, inputs
 
 
-def max_logit_difference(zoo, ref, batch) -> float:
-    zoo.eval(), ref.eval()
-    inputs = {k: v for k, v in batch.items() if k != "labels"}
-    if "labels" in batch and getattr(ref.config, "is_encoder_decoder", False):
-        inputs["decoder_input_ids"] = batch["labels"][:, :32]
-    if "input_ids" in inputs:
-        inputs["input_ids"] = inputs["input_ids"][:, :32]
-    with torch.no_grad():
-        return (zoo(**inputs).logits - ref(**inputs).logits).abs().max().item()
+def logits_of(model, inputs):
+    out = model(**inputs)
+    return out[1] if isinstance(out, tuple) else out.logits
 
 
-def timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
+@torch.no_grad()
+def max_logit_difference(zoo, peer, batch) -> float:
+    zoo.eval(), peer.eval()
+    inputs = {k: v[:, :32] if k == "input_ids" else v for k, v in batch.items() if k != "labels"}
+    if getattr(peer, "config", None) is not None and getattr(peer.config, "is_encoder_decoder", False):
+        inputs["decoder_input_ids"] = batch["labels"][:, :16]
+    return (logits_of(zoo, inputs) - logits_of(peer, inputs)).abs().max().item()
 
 
-def training_step(model, batch, fused: bool):
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused)
+def loss_of(model, batch):
+    out = model(**batch)
+    return out[0] if isinstance(out, tuple) else out.loss
+
+
+def training_step(model, batch):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
 
     def step():
-        model(**batch).loss.backward()
+        loss_of(model, batch).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
@@ -111,10 +139,8 @@ def generation_run(model, batch, new_tokens: int):
 
     def run():
         with torch.no_grad():
-            model.generate(
-                prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, num_beams=1,
-                use_cache=True, pad_token_id=model.config.pad_token_id or 0,
-            )
+            model.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                           num_beams=1, use_cache=True, pad_token_id=model.config.pad_token_id or 0)
 
     return run
 
@@ -124,24 +150,76 @@ def inference_run(model, batch):
 
     def run():
         with torch.no_grad():
-            model(**inputs)
+            logits_of(model, inputs)
 
     return run
 
 
-def compare(runs: dict, repeats: int, warmup: int) -> dict:
+def best_of(fn, steps: int) -> float:
+    best = float("inf")
+    for _ in range(steps):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def compare(runs: dict, rounds: int, steps: int, warmup: int) -> dict:
     for fn in runs.values():
         for _ in range(warmup):
             fn()
     times = {name: [] for name in runs}
-    for _ in range(repeats):
-        for name, fn in runs.items():
-            times[name].append(timed(fn))
-    medians = {name: statistics.median(values) for name, values in times.items()}
-    return {"zoo_s": medians["zoo"], "hf_s": medians["hf"], "ratio": medians["hf"] / medians["zoo"]}
+    for round_index in range(rounds):
+        order = list(runs) if round_index % 2 == 0 else list(reversed(runs))
+        for name in order:
+            times[name].append(best_of(runs[name], steps))
+    zoo, peer = statistics.median(times["zoo"]), statistics.median(times["peer"])
+    return {"zoo_s": zoo, "peer_s": peer, "speedup": peer / zoo, "rounds": times}
 
 
-def main(argv=None):
+MEMORY_PROBE = r"""
+import argparse, gc, json, sys, torch
+sys.path.insert(0, sys.argv[3])
+import compare_hf
+args = argparse.Namespace(**json.loads(sys.argv[4]))
+zoo, peer, batch = compare_hf.build_pair(sys.argv[1], args, sys.argv[2])
+model = zoo if sys.argv[5] == "zoo" else peer
+del zoo, peer
+gc.collect()
+model.train()
+step = compare_hf.training_step(model, batch)
+step()  # the optimiser state exists from here on, as in every later step
+
+
+def status(field):
+    with open("/proc/self/status") as handle:
+        return next(int(line.split()[1]) for line in handle if line.startswith(field + ":"))
+
+
+with open("/proc/self/clear_refs", "w") as handle:
+    handle.write("5")  # resets the peak resident set size (VmHWM) to the current one
+before = status("VmRSS")
+step()
+print(json.dumps({"before_kb": before, "peak_kb": status("VmHWM")}))
+"""
+
+
+def peak_memory(family: str, attn: str, args) -> dict:
+    """Each side's memory over one training step (its second: optimiser state already allocated), each in a fresh
+    process holding only that side's model: the step's peak resident memory above the resident memory before it
+    (step_mib), and that peak itself (peak_mib)."""
+    result = {}
+    for side in ("zoo", "peer"):
+        done = subprocess.run(
+            [sys.executable, "-c", MEMORY_PROBE, family, attn, str(Path(__file__).resolve().parent),
+             json.dumps({k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}), side], capture_output=True, text=True, check=True)
+        numbers = json.loads(done.stdout.strip().splitlines()[-1])
+        result[f"{side}_step_mib"] = round((numbers["peak_kb"] - numbers["before_kb"]) / 1024, 1)
+        result[f"{side}_peak_mib"] = round(numbers["peak_kb"] / 1024, 1)
+    return result
+
+
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--families", default=",".join(FAMILIES), help="comma-separated subset of: %(default)s")
     parser.add_argument("--attn", default="eager,sdpa", help="attention implementations to time (default: %(default)s)")
@@ -150,76 +228,118 @@ def main(argv=None):
     parser.add_argument("--heads", type=int, default=4, help="attention heads (default: %(default)s)")
     parser.add_argument("--seq-len", type=int, default=256, help="training sequence length (default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=8, help="training batch size (default: %(default)s)")
-    parser.add_argument("--vocab-size", type=int, default=50257, help="GPT-2 vocabulary (default: %(default)s)")
-    parser.add_argument("--seq2seq-vocab-size", type=int, default=32000, help="Marian/BART vocabulary (default: %(default)s)")
+    parser.add_argument("--vocab-size", type=int, default=50257, help="GPT-2 / nanoGPT vocabulary (default: %(default)s)")
     parser.add_argument("--image-size", type=int, default=224, help="ViT image size (default: %(default)s)")
     parser.add_argument("--patch-size", type=int, default=16, help="ViT patch size (default: %(default)s)")
-    parser.add_argument("--new-tokens", type=int, default=64, help="tokens generated per timed generation (default: %(default)s)")
-    parser.add_argument("--repeats", type=int, default=7, help="timed runs per model; the median is reported (default: %(default)s)")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed runs per model first (default: %(default)s)")
-    parser.add_argument("--no-fused-adamw", action="store_true", help="use the foreach AdamW instead of fused=True")
+    parser.add_argument("--new-tokens", type=int, default=64, help="tokens per timed generation (default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds; the median is reported (default: %(default)s)")
+    parser.add_argument("--steps", type=int, default=3, help="runs per side per round; the best counts (default: %(default)s)")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed runs per side first (default: %(default)s)")
+    parser.add_argument("--compile", action="store_true", help="also time both sides under torch.compile (sdpa only)")
+    parser.add_argument("--memory", action="store_true", help="also measure peak memory of a step per side (fresh processes)")
+    parser.add_argument("--table", type=Path, default=None, help="print the Markdown table of an existing results file")
+    parser.add_argument("--memory-only", action="store_true",
+                        help="only measure memory (sdpa), adding it to the rows of an existing --output file")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
-    parser.add_argument("--output", type=Path, default=None, help="also write the results as JSON to this file")
-    args = parser.parse_args(argv)
+    parser.add_argument("--output", type=Path, default=None, help="write the results as JSON to this file")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
     hf_logging.set_verbosity_error()
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.threads:
         torch.set_num_threads(args.threads)
-
+    if args.table:
+        record = json.loads(args.table.read_text())
+        print(format_table(record["rows"], argparse.Namespace(**record["args"]), record["threads"]))
+        return
+    if args.memory_only:
+        record = json.loads(args.output.read_text())
+        for row in record["rows"]:
+            if row["attn"] == "sdpa" and not row["compile"]:
+                row["memory"] = peak_memory(row["family"], "sdpa", args)
+                print(format_row(row), flush=True)
+        args.output.write_text(json.dumps(record, indent=2) + "\n")
+        return
+    load_before = os.getloadavg()
     rows = []
+    variants = [(attn, False) for attn in args.attn.split(",")] + ([("sdpa", True)] if args.compile else [])
     for family in args.families.split(","):
-        for attn in args.attn.split(","):
-            args.current_attn = attn
+        for attn, compiled in variants:
             torch.manual_seed(0)
-            ref, batch, generates = build_reference(family, args)
-            zoo = convert_model(ref)
-            zoo.set_attn_implementation(attn)
-            difference = max_logit_difference(zoo, ref, batch)
-            row = {"family": family, "attn": attn, "max_logit_diff": difference}
-            zoo.train(), ref.train()
-            fused = not args.no_fused_adamw
-            row["train"] = compare(
-                {"zoo": training_step(zoo, batch, fused), "hf": training_step(ref, batch, fused)}, args.repeats, args.warmup
-            )
-            zoo.eval(), ref.eval()
-            if generates:
-                runs = {"zoo": generation_run(zoo, batch, args.new_tokens), "hf": generation_run(ref, batch, args.new_tokens)}
-                row["generate"] = compare(runs, args.repeats, args.warmup)
-            else:
-                row["infer"] = compare({"zoo": inference_run(zoo, batch), "hf": inference_run(ref, batch)}, args.repeats, args.warmup)
+            zoo, peer, batch = build_pair(family, args, attn)
+            row = {"family": family, "attn": attn, "compile": compiled,
+                   "max_logit_diff": max_logit_difference(zoo, peer, batch)}
+            zoo.train(), peer.train()
+            zoo_step, peer_step = (torch.compile(zoo), torch.compile(peer)) if compiled else (zoo, peer)
+            row["train"] = compare({"zoo": training_step(zoo_step, batch), "peer": training_step(peer_step, batch)},
+                                   args.rounds, args.steps, args.warmup + (2 if compiled else 0))
+            zoo.eval(), peer.eval()
+            if family in GENERATES and not compiled:
+                runs = {"zoo": generation_run(zoo, batch, args.new_tokens), "peer": generation_run(peer, batch, args.new_tokens)}
+                row["generate"] = compare(runs, args.rounds, args.steps, args.warmup)
+            elif family in ("bert", "bert+sparse", "vit") and not compiled:
+                row["infer"] = compare({"zoo": inference_run(zoo, batch), "peer": inference_run(peer, batch)},
+                                       args.rounds, args.steps, args.warmup)
+            if args.memory and not compiled and attn == "sdpa":
+                row["memory"] = peak_memory(family, attn, args)
             rows.append(row)
-            logger.info(format_row(row))
-
-    print("\n" + format_table(rows, args))
+            print(format_row(row), flush=True)
+            if args.output:  # incremental: a cut-off run keeps what it finished
+                write(args, rows, load_before)
+    print("\n" + format_table(rows, args, torch.get_num_threads()))
     if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps({"args": {k: v for k, v in vars(args).items() if k != "output"}, "rows": rows}, indent=2, default=str))
+        write(args, rows, load_before)
+
+
+def write(args, rows, load_before):
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    record = {
+        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "output"},
+        "torch": torch.__version__, "transformers": hf.__version__, "threads": torch.get_num_threads(),
+        "load_average_before": load_before, "load_average_after": os.getloadavg(), "rows": rows,
+    }
+    args.output.write_text(json.dumps(record, indent=2) + "\n")
 
 
 def format_row(row) -> str:
-    parts = [f"{row['family']:>7} {row['attn']:>5} |logit diff| {row['max_logit_diff']:.1e}"]
+    parts = [f"{row['family']:>11} {row['attn']:>5}{' compiled' if row['compile'] else ''} |logit diff| "
+             f"{row['max_logit_diff']:.1e}"]
     for kind in ("train", "generate", "infer"):
         if kind in row:
             r = row[kind]
-            parts.append(f"{kind}: zoo {r['zoo_s'] * 1e3:.0f} ms, hf {r['hf_s'] * 1e3:.0f} ms, hf/zoo {r['ratio']:.2f}")
+            parts.append(f"{kind}: zoo {r['zoo_s'] * 1e3:.0f} ms, peer {r['peer_s'] * 1e3:.0f} ms, "
+                         f"speed-up {r['speedup']:.2f}")
+    if "memory" in row:
+        m = row["memory"]
+        parts.append(f"step memory zoo {m['zoo_step_mib']:.0f} MiB, peer {m['peer_step_mib']:.0f} MiB")
     return " | ".join(parts)
 
 
-def format_table(rows, args) -> str:
-    header = (
+PEERS = {"gpt2": "GPT-2", "llama": "Llama", "bert": "BERT MLM", "bert+sparse": "BERT MLM (zoo: sparse_prediction)",
+         "marian": "Marian", "bart": "BART", "vit": "ViT", "nanogpt": "nanoGPT-style"}
+
+
+def format_table(rows, args, threads: int) -> str:
+    lines = [
         f"d={args.hidden}, {args.layers} layers, {args.heads} heads, seq {args.seq_len}, batch {args.batch_size}, "
-        f"{torch.get_num_threads()} threads; medians of {args.repeats}; ratio = hf time / zoo time (>1: zoo faster)\n\n"
-        "| family | attn | train zoo ms | train hf ms | train ratio | gen/infer zoo ms | gen/infer hf ms | gen/infer ratio |\n"
-        "|---|---|---|---|---|---|---|---|"
-    )
-    lines = [header]
+        f"{threads} threads; median over {args.rounds} rounds of the best of {args.steps}; "
+        "speed-up = peer time / zoo time (>1: zoo faster)\n",
+        "| peer | attention | train zoo / peer (ms) | train speed-up | generate or infer zoo / peer (ms) | speed-up | "
+        "step memory zoo / peer (MiB) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for row in rows:
-        second_kind = "generate" if "generate" in row else "infer"
-        t, s = row["train"], row[second_kind]
-        lines.append(
-            f"| {row['family']} | {row['attn']} | {t['zoo_s'] * 1e3:.0f} | {t['hf_s'] * 1e3:.0f} | {t['ratio']:.2f} | "
-            f"{s['zoo_s'] * 1e3:.0f} ({second_kind}) | {s['hf_s'] * 1e3:.0f} | {s['ratio']:.2f} |"
-        )
+        kind = "generate" if "generate" in row else "infer" if "infer" in row else None
+        t = row["train"]
+        second = (f"{row[kind]['zoo_s'] * 1e3:.0f} / {row[kind]['peer_s'] * 1e3:.0f} ({kind}) | "
+                  f"{row[kind]['speedup']:.2f}") if kind else "— | —"
+        memory = f"{row['memory']['zoo_step_mib']:.0f} / {row['memory']['peer_step_mib']:.0f}" if "memory" in row else "—"
+        attention = row["attn"] + (" + compile" if row["compile"] else "")
+        lines.append(f"| {PEERS[row['family']]} | {attention} | {t['zoo_s'] * 1e3:.0f} / {t['peer_s'] * 1e3:.0f} | "
+                     f"{t['speedup']:.2f} | {second} | {memory} |")
     return "\n".join(lines)
 
 

@@ -5,6 +5,7 @@ only). Losses and gradients agree to float rounding, generated tokens exactly, i
 
 import pytest
 import torch
+from huggingface_hub.errors import StrictDataclassError
 from peft import LoraConfig, get_peft_model
 
 import transformer_zoo.modeling_zoo_layers as layers
@@ -175,3 +176,76 @@ def test_sparse_prediction_keeps_the_accumulated_batch_share():
         model.config.sparse_prediction = True
         sparse = model(**batch, num_items_in_batch=torch.tensor(3 * items)).loss
     torch.testing.assert_close(sparse, dense, **TOLERANCE)
+
+
+# ------------------------------------------------------------------------------------------------ chunked loss
+@pytest.mark.parametrize("chunk", [1, 7, 64, 10_000])
+@pytest.mark.parametrize("accumulated", [False, True])
+def test_chunked_causal_lm_loss_gives_the_same_loss_and_gradients(chunk, accumulated):
+    model, batch = build("decoder", {})
+    model.train()
+    extra = {"num_items_in_batch": torch.tensor(40)} if accumulated else {}
+
+    def run():
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(3)
+        out = model(**batch, **extra)
+        out.loss.backward()
+        return out, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    dense, dense_grads = run()
+    model.config.loss_chunk_size = chunk
+    chunked, chunked_grads = run()
+    assert chunked.logits is None and dense.logits is not None
+    torch.testing.assert_close(chunked.loss, dense.loss, **TOLERANCE)
+    assert chunked_grads.keys() == dense_grads.keys()  # the tied embedding / output weight included
+    for name in dense_grads:
+        torch.testing.assert_close(chunked_grads[name], dense_grads[name], **TOLERANCE, msg=lambda m: f"{name}: {m}")
+
+
+def test_chunked_loss_leaves_generation_and_unlabelled_calls_alone():
+    model, batch = build("decoder", dict(loss_chunk_size=5))
+    model.eval()
+    with torch.no_grad():
+        assert model(batch["input_ids"]).logits.shape == (2, 12, 1000)
+        model.generate(batch["input_ids"][:1], max_new_tokens=3, do_sample=False, pad_token_id=0)
+    with pytest.raises((ValueError, StrictDataclassError), match="loss_chunk_size"):
+        ZooDecoderConfig.from_preset("tiny", loss_chunk_size=0)
+
+
+# ------------------------------------------------------------------------------------------------ cross-entropy
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_in_place_cross_entropy_equals_pytorchs(dtype):
+    generator = torch.Generator().manual_seed(0)
+    logits = (torch.randn(37, 101, generator=generator) * 3).to(dtype).requires_grad_()
+    labels = torch.randint(0, 101, (37,), generator=generator)
+    labels[::5] = -100
+    expected = torch.nn.functional.cross_entropy(logits.float(), labels, reduction="sum")
+    (expected * 0.7).backward()
+    expected_grad, logits.grad = logits.grad.clone(), None
+    actual = layers.cross_entropy_sum(logits, labels)
+    (actual * 0.7).backward()
+    assert logits.grad.dtype == dtype
+    torch.testing.assert_close(actual, expected, **TOLERANCE)
+    torch.testing.assert_close(logits.grad.float(), expected_grad.float(),
+                               **(TOLERANCE if dtype == torch.float32 else dict(atol=1e-2, rtol=1e-2)))
+    assert not logits.grad[::5].any()  # ignored rows get no gradient
+
+
+def test_in_place_cross_entropy_refuses_a_second_backward():
+    logits = torch.randn(4, 9, requires_grad=True)
+    loss = layers.cross_entropy_sum(logits, torch.tensor([1, 2, 3, 4]))
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="retain_graph"):
+        loss.backward()
+
+
+def test_a_batch_without_label_tokens_has_a_nan_loss_and_zero_gradients_as_pytorchs_mean():
+    logits = torch.randn(2, 5, 11, requires_grad=True)
+    labels = torch.full((2, 5), -100)
+    loss = layers.token_cross_entropy(logits, labels)
+    assert torch.isnan(loss)
+    (loss * 0).backward()  # what gradient accumulation does with an empty micro-batch's share
+    assert torch.equal(logits.grad, torch.zeros_like(logits))
+    expected = torch.nn.functional.cross_entropy(logits.detach().reshape(-1, 11), labels.reshape(-1))
+    assert torch.isnan(expected)

@@ -20,7 +20,14 @@ _LLAMA_STYLE = dict(
 
 @strict
 class ZooDecoderConfig(ZooTextConfig):
-    """A causal decoder with a language-model head. Defaults are GPT-2 small (124M parameters)."""
+    """A causal decoder with a language-model head. Defaults are GPT-2 small (124M parameters).
+
+    Decoder-specific fields:
+        loss_chunk_size: when set, the causal-LM loss with labels is computed this many token rows at a time without
+            materialising the (tokens x vocabulary) logits, and `logits` is None in that output. Same loss and
+            gradients; a memory lever for long sequences and large vocabularies, slower on CPU (README "Speed").
+            None (default): the logits are computed and returned.
+    """
 
     model_type = "zoo_decoder"
     SAVED_FIELDS: ClassVar[tuple[str, ...]] = ZooConfig.SAVED_FIELDS + ("num_hidden_layers", "vocab_size")
@@ -50,7 +57,11 @@ class ZooDecoderConfig(ZooTextConfig):
     pad_token_id: int | None = None
     bos_token_id: int | None = 50256
     eos_token_id: int | list[int] | None = 50256
+    loss_chunk_size: int | None = None
 
     def validate_decoder(self):
         if self.num_hidden_layers < 1:
             raise ValueError(f"num_hidden_layers must be positive, got {self.num_hidden_layers}.")
+        if self.loss_chunk_size is not None and self.loss_chunk_size < 1:
+            raise ValueError(f"loss_chunk_size must be a positive number of token rows or None, got "
+                             f"{self.loss_chunk_size}.")

@@ -29,7 +29,9 @@ from .modeling_zoo_layers import (
     build_token_embedding,
     check_classification_labels,
     check_labels,
+    chunked_causal_lm_loss,
     share_of_accumulated_batch,
+    token_cross_entropy,
 )
 
 
@@ -112,13 +114,20 @@ class ZooDecoderForCausalLM(ZooDecoderPreTrainedModel, GenerationMixin):
             use_cache=use_cache,
             **kwargs,
         )
-        logits = self.lm_head(slice_logits_to_keep(outputs.last_hidden_state, logits_to_keep))
-        loss = None
+        loss = logits = None
         if labels is not None:
             check_labels(labels, shape=outputs.last_hidden_state.shape[:2], num_classes=self.config.vocab_size,
                          num_items_in_batch=kwargs.get("num_items_in_batch"), shifted=True)
-            # transformers' ForCausalLMLoss shifts the labels itself and ignores -100.
-            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+        chunked = labels is not None and self.config.loss_chunk_size and type(self.lm_head) is nn.Linear
+        if chunked:
+            # Opt-in (config.loss_chunk_size): the loss without the full logits, which are then not returned.
+            loss = chunked_causal_lm_loss(outputs.last_hidden_state, self.lm_head.weight, labels,
+                                          self.config.loss_chunk_size, kwargs.get("num_items_in_batch"))
+        else:
+            logits = self.lm_head(slice_logits_to_keep(outputs.last_hidden_state, logits_to_keep))
+        if labels is not None and not chunked:
+            # transformers' ForCausalLMLoss (labels shifted, -100 ignored, num_items_in_batch), with less work.
+            loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch"), shift=True)
         return CausalLMOutputWithPast(
             loss=loss,
             logits=logits,

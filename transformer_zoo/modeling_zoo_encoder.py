@@ -6,7 +6,6 @@ post-norm blocks, GELU. Every head follows transformers' BERT so converted check
 
 import torch
 from torch import nn
-from torch.nn import CrossEntropyLoss
 from transformers.modeling_outputs import (
     BaseModelOutputWithPooling,
     MaskedLMOutput,
@@ -32,6 +31,7 @@ from .modeling_zoo_layers import (
     check_token_ids,
     get_activation,
     share_of_accumulated_batch,
+    token_cross_entropy,
 )
 
 
@@ -154,7 +154,7 @@ class ZooEncoderForMaskedLM(ZooEncoderPreTrainedModel):
                 hidden, labels = hidden[labelled], labels[labelled]
             logits = self.lm_head(hidden)
             # Labels are -100 except at masked positions; no shift (unlike causal LM).
-            loss = CrossEntropyLoss()(logits.reshape(-1, self.config.vocab_size), labels.reshape(-1))
+            loss = token_cross_entropy(logits, labels)
             loss = share_of_accumulated_batch(loss, labels, kwargs.get("num_items_in_batch"))
         else:
             logits = self.lm_head(hidden)

@@ -8,7 +8,6 @@ and values grow step by step, the cross-attention ones are computed once from th
 
 import torch
 from torch import nn
-from torch.nn import CrossEntropyLoss
 from transformers import initialization as init
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.generation import GenerationMixin
@@ -29,6 +28,7 @@ from .modeling_zoo_layers import (
     build_token_embedding,
     check_labels,
     share_of_accumulated_batch,
+    token_cross_entropy,
 )
 
 
@@ -242,14 +242,16 @@ class ZooSeq2SeqForConditionalGeneration(ZooSeq2SeqPreTrainedModel, GenerationMi
             decoder_position_ids=decoder_position_ids,
             **kwargs,
         )
-        logits = self.lm_head(outputs.last_hidden_state) + self.final_logits_bias.to(outputs.last_hidden_state.dtype)
+        # In place: the matrix product's backward does not need its output, and a second (tokens x vocabulary)
+        # buffer for the sum is work transformers' Marian and BART do.
+        logits = self.lm_head(outputs.last_hidden_state).add_(self.final_logits_bias.to(outputs.last_hidden_state.dtype))
         loss = None
         if labels is not None:
             check_labels(labels, shape=logits.shape[:2], num_classes=self.config.vocab_size,
                          num_items_in_batch=kwargs.get("num_items_in_batch"))
             # Labels are already aligned with the decoder inputs (shifted above), so plain cross-entropy; the
             # `*ForConditionalGeneration` loss transformers would pick shifts again.
-            loss = CrossEntropyLoss()(logits.view(-1, self.config.vocab_size), labels.reshape(-1).to(logits.device))
+            loss = token_cross_entropy(logits, labels)
             loss = share_of_accumulated_batch(loss, labels, kwargs.get("num_items_in_batch"))
         return Seq2SeqLMOutput(
             loss=loss,

@@ -627,6 +627,7 @@ def train(
     )
     greater = config.metric_greater_is_better()
     final_metrics: dict = {}
+    best_in_memory = None  # the best metrics when the best model is the final one (not written to best-model/)
     bar = tqdm(
         total=total_steps, initial=progress.step, desc="training", dynamic_ncols=True,
         disable=not (config.progress_bar and accelerator.is_local_main_process),
@@ -686,6 +687,7 @@ def train(
                     "examples_seen": progress.examples_seen,
                     f"{unit}_per_second": window_units / elapsed if elapsed > 0 else None,
                     "elapsed_seconds": time.perf_counter() - run_start,
+                    "time": round(time.time(), 3),  # wall clock, for timelines across processes (benchmarks)
                 }
                 metrics_log.append(record)
                 accelerator.log({f"train/{k}": v for k, v in record.items() if k != "step" and v is not None},
@@ -716,7 +718,14 @@ def train(
                 if _improved(value, progress.best_metric, greater):
                     progress.best_metric, progress.best_step = value, progress.step
                     progress.evaluations_without_improvement = 0
-                    save_best_model(accelerator, model, best_dir, {"step": progress.step, **final_metrics})
+                    if config.load_best_at_end and progress.step >= total_steps:
+                        # The last step is the best: the model in memory is the one to return, so writing it out
+                        # to read it straight back is skipped (an older best-model/ is stale now).
+                        best_in_memory = {"step": progress.step, **final_metrics}
+                        if accelerator.is_main_process:
+                            shutil.rmtree(best_dir, ignore_errors=True)
+                    else:
+                        save_best_model(accelerator, model, best_dir, {"step": progress.step, **final_metrics})
                 else:
                     progress.evaluations_without_improvement += 1
                     patience = config.early_stopping_patience
@@ -742,8 +751,9 @@ def train(
     progress.train_seconds = time.perf_counter() - run_start
     accelerator.wait_for_everyone()
 
-    best_metrics = None
-    if config.load_best_at_end and progress.best_step is not None and (best_dir / "best.json").is_file():
+    best_metrics = best_in_memory
+    if best_metrics is None and config.load_best_at_end and progress.best_step is not None \
+            and (best_dir / "best.json").is_file():
         best_metrics = load_best_model(accelerator, model, best_dir)
         logger.info(f"Loaded the best model (step {progress.best_step}, {config.early_stopping_metric} "
                     f"{progress.best_metric:.4g}).", main_process_only=True)
