@@ -26,6 +26,12 @@ from transformer_zoo.training.loop import make_loss_fn
 TOLERANCE = dict(atol=2e-5, rtol=1e-4)
 
 
+@pytest.fixture(autouse=True)
+def fuse_even_small_batches(monkeypatch):
+    # The test batches are small; production fuses from FUSED_PROJECTION_MIN_ROWS token rows on.
+    monkeypatch.setattr(layers, "FUSED_PROJECTION_MIN_ROWS", 0)
+
+
 def loss_and_gradients(model, batch):
     model.zero_grad(set_to_none=True)
     loss = model(**batch).loss
@@ -249,3 +255,16 @@ def test_a_batch_without_label_tokens_has_a_nan_loss_and_zero_gradients_as_pytor
     assert torch.equal(logits.grad, torch.zeros_like(logits))
     expected = torch.nn.functional.cross_entropy(logits.detach().reshape(-1, 11), labels.reshape(-1))
     assert torch.isnan(expected)
+
+
+def test_single_token_steps_are_not_fused(monkeypatch):
+    monkeypatch.setattr(layers, "FUSED_PROJECTION_MIN_ROWS", 64)
+    asked = []
+    plain = layers._plain_linears
+    monkeypatch.setattr(layers, "_plain_linears", lambda modules: asked.append(1) or plain(modules))
+    model, batch = build("decoder", {})
+    with torch.no_grad():
+        model(batch["input_ids"][:1, :1])  # one row: three small products, no weight copy
+        assert not asked
+        model(torch.randint(3, 1000, (4, 16)))  # 64 rows: one fused product per layer
+        assert len(asked) == model.config.num_hidden_layers

@@ -318,6 +318,22 @@ def test_early_stopping_keeps_and_reloads_the_best_model(tmp_path):
     assert [r["accuracy"] for r in records if r.get("split") == "validation"] == [0.5, 0.7, 0.6, 0.65]
 
 
+def test_a_best_final_evaluation_is_kept_in_memory_not_written_and_read_back(tmp_path, monkeypatch):
+    import transformer_zoo.training.loop as loop
+
+    scores = iter([0.5, 0.9])  # the last evaluation is the best
+    calls = {"save": 0, "load": 0}
+    save, load = loop.save_best_model, loop.load_best_model
+    monkeypatch.setattr(loop, "save_best_model", lambda *a, **k: (calls.__setitem__("save", calls["save"] + 1), save(*a, **k)))
+    monkeypatch.setattr(loop, "load_best_model", lambda *a, **k: (calls.__setitem__("load", calls["load"] + 1), load(*a, **k))[1])
+    config = _config(tmp_path, max_steps=4, eval_steps=2, early_stopping_metric="accuracy")
+    result = train(_tiny_decoder(), _sequences(32), _collate, config,
+                   eval_fn=lambda model: {"eval_loss": 1.0, "accuracy": next(scores)})
+    assert calls == {"save": 1, "load": 0}  # step 2 was saved as the best so far; step 4 is the model in memory
+    assert result.best_metrics == {"step": 4, "eval_loss": 1.0, "accuracy": 0.9}
+    assert not (tmp_path / loop.BEST_MODEL_DIR).exists()  # the step-2 copy is stale, and gone
+
+
 def test_label_smoothing_loss():
     model = _tiny_decoder().eval()
     batch = _collate(_sequences(2))
