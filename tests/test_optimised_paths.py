@@ -268,3 +268,31 @@ def test_single_token_steps_are_not_fused(monkeypatch):
         assert not asked
         model(torch.randint(3, 1000, (4, 16)))  # 64 rows: one fused product per layer
         assert len(asked) == model.config.num_hidden_layers
+
+
+@pytest.mark.parametrize("family", ["decoder", "encoder", "seq2seq"])
+def test_model_losses_equal_transformers_loss_functions_with_gradients(family):
+    """The LM heads' losses (in-place cross-entropy) against transformers' own ForCausalLMLoss / plain
+    cross-entropy on the same logits, with and without num_items_in_batch."""
+    from transformers.loss.loss_utils import ForCausalLMLoss
+
+    model, batch = build(family, {})
+    model.eval()
+    for extra in ({}, {"num_items_in_batch": torch.tensor(50)}):
+        with torch.no_grad():
+            out = model(**batch, **extra)
+        logits = out.logits.detach().requires_grad_()
+        labels = batch["labels"]
+        if family == "decoder":
+            expected = ForCausalLMLoss(logits, labels, vocab_size=logits.shape[-1], **extra)
+        else:
+            summed = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                                                       reduction="sum")
+            expected = summed / (extra["num_items_in_batch"] if extra else (labels != -100).sum())
+        actual = layers.token_cross_entropy(logits, labels, extra.get("num_items_in_batch"), shift=family == "decoder")
+        torch.testing.assert_close(out.loss, expected, **TOLERANCE)
+        torch.testing.assert_close(actual, expected, **TOLERANCE)
+        (expected_grad,) = torch.autograd.grad(expected, logits)
+        (actual_grad,) = torch.autograd.grad(layers.token_cross_entropy(
+            logits, labels, extra.get("num_items_in_batch"), shift=family == "decoder"), logits)
+        torch.testing.assert_close(actual_grad, expected_grad, **TOLERANCE)
