@@ -30,6 +30,7 @@ from transformers import (  # noqa: E402
 )
 
 from transformer_zoo.training import finetuning  # noqa: E402
+from transformer_zoo.training.optim import resolve_warmup_steps  # noqa: E402
 
 
 class StepTimes(TrainerCallback):
@@ -70,10 +71,10 @@ def main():
     trainer = Trainer(
         model=model,
         args=TrainingArguments(
-            output_dir=args.output_dir, overwrite_output_dir=True, max_steps=args.max_steps,
+            output_dir=args.output_dir, max_steps=args.max_steps,
             per_device_train_batch_size=recipe_args.per_device_batch_size,
             per_device_eval_batch_size=recipe_args.per_device_batch_size, learning_rate=recipe_args.learning_rate,
-            warmup_ratio=recipe_args.warmup_ratio, lr_scheduler_type="linear", weight_decay=0.01, logging_steps=10,
+            warmup_steps=resolve_warmup_steps(args.max_steps, None, recipe_args.warmup_ratio), lr_scheduler_type="linear", weight_decay=0.01, logging_steps=10,
             save_strategy="no", eval_strategy="no", report_to=[], disable_tqdm=True, use_cpu=True,
             seed=recipe_args.seed, dataloader_num_workers=0),
         train_dataset=train_set, data_collator=DataCollatorWithPadding(loaded.tokenizer),

@@ -453,3 +453,33 @@ def test_bad_config_files_fail_early(tmp_path, capsys, content, message):
 
 def test_every_flag_has_help():
     assert _parser().undocumented_flags() == []
+
+
+def test_evaluation_runs_each_batch_once_when_the_predict_step_reads_the_outputs():
+    """Loss and predictions of a classifier from one forward per batch, with the same numbers as two forwards."""
+    from accelerate import Accelerator
+
+    from transformer_zoo import ZooEncoderForSequenceClassification
+    from transformer_zoo.training.loop import evaluate
+    from transformer_zoo.training.tasks import classification_metrics, classification_predict_step
+
+    torch.manual_seed(0)
+    model = ZooEncoderForSequenceClassification(ZooEncoderConfig.from_preset("tiny", num_labels=3)).eval()
+    data = [{"input_ids": torch.randint(3, 1000, (8,)), "labels": torch.tensor(i % 3)} for i in range(10)]
+
+    def collate(examples):
+        return {"input_ids": torch.stack([e["input_ids"] for e in examples]),
+                "labels": torch.stack([e["labels"] for e in examples])}
+
+    calls = []
+    model.register_forward_pre_hook(lambda module, args: calls.append(1))
+    accelerator = Accelerator(cpu=True)
+    shared = evaluate(model, data, collate, accelerator=accelerator, batch_size=4,
+                      predict_step=classification_predict_step, compute_metrics=classification_metrics())
+    assert len(calls) == 3  # 10 examples in batches of 4: one forward each
+    calls.clear()
+    separate = evaluate(model, data, collate, accelerator=accelerator, batch_size=4,
+                        predict_step=lambda m, b: classification_predict_step(m, b),
+                        compute_metrics=classification_metrics())
+    assert len(calls) == 6
+    assert shared == pytest.approx(separate)

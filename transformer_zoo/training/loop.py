@@ -376,13 +376,17 @@ def evaluate(
 ) -> dict:
     """Mean loss over `dataset` (weighted by label count), optional perplexity, and metrics.
 
-    Each process evaluates its shard. `predict_step(model, batch)` returns lists (predictions, references, ...);
+    Each process evaluates its shard. `predict_step(model, batch)` returns lists (predictions, references, ...); one
+    marked `reuses_outputs` is called as predict_step(model, batch, outputs=...) with the outputs of the forward that
+    gave the model's own loss, so a batch is run once, not twice;
     they are gathered from all processes in order, and `compute_metrics(gathered)` turns them into numbers.
     Collective: every process must call it; every process gets the same dict.
     """
     unwrapped = accelerator.unwrap_model(model)
     was_training = unwrapped.training
     unwrapped.eval()
+    # A predict step that can read the outputs of the loss's forward (`reuses_outputs`) saves a second forward pass.
+    shared_forward = loss_fn is model_loss and getattr(predict_step, "reuses_outputs", False)
     indices = shard_range(len(dataset), accelerator.num_processes, accelerator.process_index)
     loss_sum, weight_sum = 0.0, 0
     outputs: dict[str, list] = {}
@@ -394,14 +398,25 @@ def evaluate(
         for start in range(indices.start, indices.stop, batch_size):
             examples = [dataset[i] for i in range(start, min(start + batch_size, indices.stop))]
             batch = move_to_device(collate_fn(examples), accelerator.device)
-            if loss_fn is not None:
+            predicted = None
+            if shared_forward:
+                # One forward for both: the model's own loss and the predictions from the same logits.
+                with accelerator.autocast():
+                    model_outputs = unwrapped(**batch)
+                loss = model_outputs.loss
+                if loss is None:
+                    raise ValueError(f"{type(unwrapped).__name__} returned no loss: the batch has no labels it can use.")
+                predicted = predict_step(unwrapped, batch, outputs=model_outputs)
+            elif loss_fn is not None:
                 with accelerator.autocast():
                     loss = loss_fn(unwrapped, batch)
+            if loss_fn is not None:
                 weight = _loss_weight(batch)
                 loss_sum += float(loss.float()) * weight
                 weight_sum += weight
             if predict_step is not None:
-                for key, values in predict_step(unwrapped, batch).items():
+                predicted = predicted if predicted is not None else predict_step(unwrapped, batch)
+                for key, values in predicted.items():
                     outputs.setdefault(key, []).extend(values)
             bar.update(1)
         bar.close()

@@ -91,19 +91,33 @@ def image_collate(examples: list[dict]) -> dict[str, torch.Tensor]:
 
 
 # ================================================================================================ predictions
-def classification_predict_step(model, batch: dict) -> dict[str, list]:
-    logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits
+def _logits(model, batch: dict, outputs=None) -> torch.Tensor:
+    """The logits of `batch`: from `outputs` of a forward with labels (a classifier's logits do not depend on them),
+    else from a forward without labels."""
+    if outputs is not None:
+        return outputs.logits
+    return model(**{k: v for k, v in batch.items() if k != "labels"}).logits
+
+
+def classification_predict_step(model, batch: dict, outputs=None) -> dict[str, list]:
+    logits = _logits(model, batch, outputs)
     return {"predictions": logits.argmax(-1).tolist(), "references": batch["labels"].tolist()}
 
 
-def token_classification_predict_step(model, batch: dict) -> dict[str, list]:
-    logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits
+classification_predict_step.reuses_outputs = True
+
+
+def token_classification_predict_step(model, batch: dict, outputs=None) -> dict[str, list]:
+    logits = _logits(model, batch, outputs)
     predictions, references = [], []
     for predicted, labels in zip(logits.argmax(-1).tolist(), batch["labels"].tolist()):
         keep = [i for i, label in enumerate(labels) if label != IGNORE_INDEX]
         predictions.append([predicted[i] for i in keep])
         references.append([labels[i] for i in keep])
     return {"predictions": predictions, "references": references}
+
+
+token_classification_predict_step.reuses_outputs = True
 
 
 def generation_predict_step(tokenizer, *, max_new_tokens: int = 64, num_beams: int = 1) -> Callable:
