@@ -63,6 +63,20 @@ def run_arm(arm: str, max_steps: int, work: Path) -> dict:
     }
 
 
+def launcher_overhead(runs: int = 3) -> list[float]:
+    """Seconds `accelerate launch` takes to run a script that does nothing: the launcher's own process (it imports
+    torch and accelerate, then starts the script's interpreter), which a plain `python script.py` does not pay."""
+    with tempfile.TemporaryDirectory() as work:
+        script = Path(work) / "empty.py"
+        script.write_text("pass\n")
+        times = []
+        for _ in range(runs):
+            start = time.time()
+            subprocess.run(["accelerate", "launch", str(script)], check=True, capture_output=True)
+            times.append(time.time() - start)
+    return times
+
+
 def summarise(runs: list[dict]) -> dict:
     summary = {}
     for arm in dict.fromkeys(r["arm"] for r in runs):
@@ -87,7 +101,7 @@ def plot(summary: dict, path: Path) -> None:
         errors = [[m - summary[a][key]["min"] for a, m in zip(arms, medians)],
                   [summary[a][key]["max"] - m for a, m in zip(arms, medians)]]
         axis.bar(range(len(arms)), medians, yerr=errors, capsize=4, color=["C0", "C1", "C2", "C3"][: len(arms)])
-        axis.set_xticks(range(len(arms)), [a.replace(", ", ",\n") for a in arms], fontsize=7)
+        axis.set_xticks(range(len(arms)), [a.replace(", attention dropout 0", "\nattn. drop. 0") for a in arms], fontsize=7)
         axis.set_title(f"{label} (s)")
     fig.suptitle("Fine-tuning recipe vs transformers Trainer, same job (median, min-max over pairs)")
     fig.tight_layout()
@@ -101,7 +115,15 @@ def main(argv=None):
     parser.add_argument("--attention-dropout-zero", action="store_true",
                         help="also run both jobs with attention dropout 0")
     parser.add_argument("--output", type=Path, default=None, help="JSON results (a PNG is written beside it)")
+    parser.add_argument("--launcher-only", action="store_true",
+                        help="only time `accelerate launch` of an empty script (3 runs), added to an existing --output")
     args = parser.parse_args(argv)
+    if args.launcher_only:
+        record = json.loads(args.output.read_text())
+        record["accelerate_launch_empty_script_s"] = launcher_overhead()
+        args.output.write_text(json.dumps(record, indent=2) + "\n")
+        print(record["accelerate_launch_empty_script_s"])
+        return
     arms = ["recipe", "trainer"]
     if args.attention_dropout_zero:
         arms += ["recipe, attention dropout 0", "trainer, attention dropout 0"]
