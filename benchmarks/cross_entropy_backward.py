@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from transformer_zoo.modeling_zoo_layers import cross_entropy_sum
+from transformer_zoo.modeling_zoo_losses import cross_entropy_sum
 
 
 def main(argv=None):

@@ -9,6 +9,7 @@ from huggingface_hub.errors import StrictDataclassError
 from peft import LoraConfig, get_peft_model
 
 import transformer_zoo.modeling_zoo_layers as layers
+import transformer_zoo.modeling_zoo_losses as losses
 from transformer_zoo import (
     ZooDecoderConfig,
     ZooDecoderForCausalLM,
@@ -229,7 +230,7 @@ def test_in_place_cross_entropy_equals_pytorchs(dtype):
     expected = torch.nn.functional.cross_entropy(logits.float(), labels, reduction="sum")
     (expected * 0.7).backward()
     expected_grad, logits.grad = logits.grad.clone(), None
-    actual = layers.cross_entropy_sum(logits, labels)
+    actual = losses.cross_entropy_sum(logits, labels)
     (actual * 0.7).backward()
     assert logits.grad.dtype == dtype
     torch.testing.assert_close(actual, expected, **TOLERANCE)
@@ -240,7 +241,7 @@ def test_in_place_cross_entropy_equals_pytorchs(dtype):
 
 def test_in_place_cross_entropy_refuses_a_second_backward():
     logits = torch.randn(4, 9, requires_grad=True)
-    loss = layers.cross_entropy_sum(logits, torch.tensor([1, 2, 3, 4]))
+    loss = losses.cross_entropy_sum(logits, torch.tensor([1, 2, 3, 4]))
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="retain_graph"):
         loss.backward()
@@ -249,7 +250,7 @@ def test_in_place_cross_entropy_refuses_a_second_backward():
 def test_a_batch_without_label_tokens_has_a_nan_loss_and_zero_gradients_as_pytorchs_mean():
     logits = torch.randn(2, 5, 11, requires_grad=True)
     labels = torch.full((2, 5), -100)
-    loss = layers.token_cross_entropy(logits, labels)
+    loss = losses.token_cross_entropy(logits, labels)
     assert torch.isnan(loss)
     (loss * 0).backward()  # what gradient accumulation does with an empty micro-batch's share
     assert torch.equal(logits.grad, torch.zeros_like(logits))
@@ -289,10 +290,10 @@ def test_model_losses_equal_transformers_loss_functions_with_gradients(family):
             summed = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
                                                        reduction="sum")
             expected = summed / (extra["num_items_in_batch"] if extra else (labels != -100).sum())
-        actual = layers.token_cross_entropy(logits, labels, extra.get("num_items_in_batch"), shift=family == "decoder")
+        actual = losses.token_cross_entropy(logits, labels, extra.get("num_items_in_batch"), shift=family == "decoder")
         torch.testing.assert_close(out.loss, expected, **TOLERANCE)
         torch.testing.assert_close(actual, expected, **TOLERANCE)
         (expected_grad,) = torch.autograd.grad(expected, logits)
-        (actual_grad,) = torch.autograd.grad(layers.token_cross_entropy(
+        (actual_grad,) = torch.autograd.grad(losses.token_cross_entropy(
             logits, labels, extra.get("num_items_in_batch"), shift=family == "decoder"), logits)
         torch.testing.assert_close(actual_grad, expected_grad, **TOLERANCE)

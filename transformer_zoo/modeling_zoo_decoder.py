@@ -29,10 +29,8 @@ from .modeling_zoo_layers import (
     build_token_embedding,
     check_classification_labels,
     check_labels,
-    chunked_causal_lm_loss,
-    share_of_accumulated_batch,
-    token_cross_entropy,
 )
+from .modeling_zoo_losses import chunked_causal_lm_loss, share_of_accumulated_batch, token_cross_entropy
 
 
 class ZooDecoderPreTrainedModel(ZooPreTrainedModel):

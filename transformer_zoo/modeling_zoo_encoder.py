@@ -30,9 +30,8 @@ from .modeling_zoo_layers import (
     check_labels,
     check_token_ids,
     get_activation,
-    share_of_accumulated_batch,
-    token_cross_entropy,
 )
+from .modeling_zoo_losses import share_of_accumulated_batch, token_cross_entropy
 
 
 class ZooEncoderPreTrainedModel(ZooPreTrainedModel):

@@ -27,9 +27,8 @@ from .modeling_zoo_layers import (
     accepts_past_key_values,
     build_token_embedding,
     check_labels,
-    share_of_accumulated_batch,
-    token_cross_entropy,
 )
+from .modeling_zoo_losses import share_of_accumulated_batch, token_cross_entropy
 
 
 class ZooSeq2SeqPreTrainedModel(ZooPreTrainedModel):

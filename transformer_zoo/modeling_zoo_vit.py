@@ -22,8 +22,8 @@ from .modeling_zoo_layers import (
     ZooPreTrainedModel,
     ZooStackMixin,
     check_classification_labels,
-    share_of_accumulated_batch,
 )
+from .modeling_zoo_losses import share_of_accumulated_batch
 
 
 def sincos_2d_table(grid_size: int, dim: int) -> torch.Tensor:
