@@ -83,10 +83,8 @@ def _rename_state_dict(source_model: PreTrainedModel, zoo_model: PreTrainedModel
     unclaimed: list[str] = []
     warnings: set[str] = set()
     for name, tensor in source_model.state_dict().items():
-        if name.startswith(source_prefix):  # always true for a bare backbone (empty prefix)
-            rules, relative, out_prefix = family.backbone_rules, name[len(source_prefix) :], zoo_prefix
-        else:
-            rules, relative, out_prefix = family.head_rules, name, ""
+        rules, relative, in_backbone = family.rules_for(name, source_prefix)
+        out_prefix = zoo_prefix if in_backbone else ""
         rule, slots = find_rule(rules, relative, "native")
         if rule is None:
             unclaimed.append(name)

@@ -183,3 +183,10 @@ class NativeFormat:
     has_token_ids: bool = True  # text families carry pad/bos/eos ids; ViT does not
     default_task: str = "base"  # the head convert_checkpoint loads when config.architectures does not say
     classes: dict = field(default_factory=dict)  # native class name -> zoo class, filled in __init__.py
+
+    def rules_for(self, name: str, backbone_prefix: str) -> tuple[tuple[Rule, ...], str, bool]:
+        """(the rules that name a parameter, its name relative to them, whether it is a backbone parameter): names
+        under `backbone_prefix` ("" for a bare backbone) are backbone names without it; the rest are head names."""
+        if name.startswith(backbone_prefix):
+            return self.backbone_rules, name[len(backbone_prefix) :], True
+        return self.head_rules, name, False

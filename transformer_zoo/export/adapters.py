@@ -42,15 +42,13 @@ def _native_name(zoo_name: str, zoo_model, native_model, native_format):
     """(native parameter name, its rule, index of the zoo tensor within a fused one, the zoo names fused with it)
     for a zoo parameter name."""
     zoo_prefix, native_prefix = _prefix(zoo_model), _prefix(native_model)
-    if zoo_name.startswith(zoo_prefix):
-        rules, relative, out_prefix = native_format.backbone_rules, zoo_name[len(zoo_prefix) :], native_prefix
-    else:
-        rules, relative, out_prefix = native_format.head_rules, zoo_name, ""
+    rules, relative, in_backbone = native_format.rules_for(zoo_name, zoo_prefix)
+    out_prefix = native_prefix if in_backbone else ""
     rule, match = find_rule(rules, relative, "zoo")
     if rule is None:
         raise UnsupportedExportError(f"The adapter touches {zoo_name!r}, which has no {native_format.name} counterpart.")
     index, slots = match
-    zoo_prefix = zoo_prefix if zoo_name.startswith(zoo_prefix) else ""
+    zoo_prefix = zoo_prefix if in_backbone else ""
     fused_with = tuple(zoo_prefix + name for name in rule.zoo_names(slots))
     return out_prefix + rule.native_name(slots), rule, index, fused_with
 

@@ -193,10 +193,8 @@ def _export_state_dict(zoo_model: PreTrainedModel, native_model: PreTrainedModel
     parts: dict[str, dict[int, torch.Tensor]] = {}  # native name -> the zoo tensors it joins, by position
     unclaimed = []
     for name, tensor in zoo_model.state_dict().items():
-        if name.startswith(zoo_prefix):
-            rules, relative, out_prefix = native_format.backbone_rules, name[len(zoo_prefix) :], native_prefix
-        else:
-            rules, relative, out_prefix = native_format.head_rules, name, ""
+        rules, relative, in_backbone = native_format.rules_for(name, zoo_prefix)
+        out_prefix = native_prefix if in_backbone else ""
         rule, match = find_rule(rules, relative, "zoo")
         if rule is None:
             unclaimed.append(name)
@@ -232,10 +230,7 @@ def _complete_native_tensors(native_model, native_format: NativeFormat, missing:
     for name in missing:
         if name in tied:
             continue
-        if name.startswith(native_prefix):
-            rules, relative = native_format.backbone_rules, name[len(native_prefix) :]
-        else:
-            rules, relative = native_format.head_rules, name
+        rules, relative, _ = native_format.rules_for(name, native_prefix)
         rule, _ = find_rule(rules, relative, "native")
         if rule is None or rule.zoo is not None or not (rule.check or rule.export_value):
             unexplained.append(name)
