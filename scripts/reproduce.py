@@ -1,12 +1,16 @@
 """Reproduce classic transformer claims on a CPU, with several seeds, and write a report per experiment.
 
-Experiments (see transformer_zoo/analysis/reproduce.py for the exact setups and criteria):
+Experiments (one module each in transformer_zoo/analysis/reproduce/, with the exact setups and criteria):
   copy           an encoder-decoder learns to copy digit strings; without positional encoding it fails; one head
                  against four; a linear warmup against starting at the same high peak learning rate
   extrapolation  a character-level decoder trained on 32-character windows of Shakespeare, evaluated on longer
                  ones: sinusoidal, learned, RoPE and ALiBi positions (learned positions refuse lengths past their
                  table; the report says so)
   norm           pre-norm against post-norm at 2, 6 and 12 layers with the same learning rate and warmup
+  translation    the original Transformer on English-Spanish (Bible) and English-Urdu (Quran): test BLEU and chrF
+                 (sacreBLEU) against copying the source and retrieving the nearest training pair; and table 3's
+                 rows (A) heads, (B) d_k, (C) size, (D) dropout and label smoothing, (E) learned positions, on dev
+                 BLEU and perplexity
 
 Presets (--preset):
   tiny     for tests only: seconds, numbers meaningless
@@ -64,8 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Examples:" + __doc__.split("Examples:")[1], formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--experiment", choices=("copy", "extrapolation", "norm", "all"), default="all",
-        help="Which experiment to run; 'all' runs copy, extrapolation and norm in that order. Default: all.")
+        "--experiment", choices=("copy", "extrapolation", "norm", "translation", "all"), default="all",
+        help="Which experiment to run; 'all' runs copy, extrapolation, norm and translation in that order. "
+             "Default: all.")
     parser.add_argument(
         "--preset", choices=("tiny", "quick", "default", "full"), default="default",
         help="Size of every experiment: steps, seeds, model sizes, evaluation lengths (listed above). "
@@ -86,6 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
              "the numbers reproducible from machine to machine (float sums depend on how work is split). "
              "Default: 1.")
     parser.add_argument(
+        "--save-models", default=None, metavar="DIR",
+        help="translation: also save each language pair's default model and its tokenizer in DIR/<pair> (e.g. "
+             "DIR/bible-en-es), loadable with AutoModelForSeq2SeqLM and usable with scripts/translate.py. Default: "
+             "not saved (the report needs only the numbers).")
+    parser.add_argument(
         "--no-progress", action="store_true",
         help="Hide the tqdm progress bars (one per training run), e.g. in logs.")
     return parser
@@ -95,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     import torch
 
-    from transformer_zoo.analysis.reproduce import EXPERIMENTS, run_experiment, write_report
+    import dataclasses
+
+    from transformer_zoo.analysis.reproduce import EXPERIMENTS, PRESETS, run_experiment, write_report
 
     torch.set_num_threads(args.threads)
     command = "python scripts/reproduce.py " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None
@@ -103,7 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     names = EXPERIMENTS if args.experiment == "all" else (args.experiment,)
     started = time.perf_counter()
     for name in names:
-        results = run_experiment(name, args.preset, args.seeds, progress=not args.no_progress)
+        settings = None
+        if name == "translation" and args.save_models:
+            settings = dataclasses.replace(PRESETS[args.preset].translation, model_dir=args.save_models)
+        results = run_experiment(name, args.preset, args.seeds, progress=not args.no_progress, settings=settings)
+        if settings is not None:
+            results["preset"] = args.preset  # the preset's settings, only with the models saved
         paths = write_report(results, args.output, command=command.strip())
         held = sum(claim["held"] for claim in results["claims"])
         print(f"{name}: {held} of {len(results['claims'])} claims held in {results['seconds'] / 60:.1f} min; wrote "

@@ -178,7 +178,7 @@ def test_copy_evaluate_counts_exact_matches():
 def test_script_runs_every_experiment_and_writes_reports(tmp_path, capsys):
     script = load_script()
     assert script.main(["--preset", "tiny", "--output", str(tmp_path), "--no-progress"]) == 0
-    for name in ("copy", "extrapolation", "norm"):
+    for name in ("copy", "extrapolation", "norm", "translation"):
         markdown = (tmp_path / f"{name}.md").read_text()
         assert "| claim | criterion" in markdown and "± " in markdown
         assert (tmp_path / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -186,7 +186,7 @@ def test_script_runs_every_experiment_and_writes_reports(tmp_path, capsys):
         assert record["preset"] == "tiny" and record["seeds"] == [0, 1]
         assert all(isinstance(claim["held"], bool) for claim in record["claims"]) and record["claims"]
     index = (tmp_path / "README.md").read_text()
-    assert all(f"({name}.md)" in index for name in ("copy", "extrapolation", "norm"))
+    assert all(f"({name}.md)" in index for name in ("copy", "extrapolation", "norm", "translation"))
     # learned positions are refused past their 8-row table, and the report says so instead of showing a number
     extrapolation = json.loads((tmp_path / "extrapolation.json").read_text())
     learned = [run for run in extrapolation["runs"] if run["arm"] == "learned"]
@@ -197,6 +197,17 @@ def test_script_runs_every_experiment_and_writes_reports(tmp_path, capsys):
     assert "refused" in (tmp_path / "extrapolation.md").read_text()
     norm = json.loads((tmp_path / "norm.json").read_text())
     assert len(norm["runs"]) == 2 * 2 * 2  # pre/post x depths 1, 2 x seeds 0, 1
+    translation = json.loads((tmp_path / "translation.json").read_text())
+    for pair in ("bible-en-es", "quran-en-ur"):
+        numbers = translation["pairs"][pair]
+        for key in ("test_bleu", "test_chrf", "copy_bleu", "retrieval_bleu"):
+            assert isinstance(numbers[key], float) and 0.0 <= numbers[key] <= 100.0
+        assert numbers["sacrebleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+        assert numbers["checkpoints_averaged"] == 2  # the tiny preset averages the last 2
+    assert len(translation["runs"]) == len(rp.ABLATION_ROWS) * 2  # every table-3 row x seeds 0, 1
+    assert {claim["claim"][:3] for claim in translation["claims"]} >= {"(A)", "(B)", "(C)", "(D)", "(E)"}
+    assert "| English-Spanish (Bible) |" in (tmp_path / "translation.md").read_text()
+    assert "(translation.md)" in index or "(translation.md)" in (tmp_path / "README.md").read_text()
     assert "claims held" in capsys.readouterr().out
 
 

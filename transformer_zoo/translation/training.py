@@ -1,0 +1,180 @@
+"""The training set-up of Vaswani et al. (2017, section 5) at small scale, as one plain loop.
+
+Adam with betas (0.9, 0.98) and eps 1e-9 (5.3), the inverse-square-root schedule after a linear warmup (5.3, with
+the peak given as a learning rate rather than d_model ** -0.5), label smoothing (5.4), token-count batches (5.1),
+and the average of the last checkpoints (6.1). Dropout is the model config's (5.4).
+
+Why not `transformer_zoo.training.loop.train` (the recipes' loop): that loop batches by a fixed number of examples
+and keeps checkpoints on disk for resuming one long run; the reproduction trains many short runs in one process,
+each needing its last N weights in memory to average and a budget of tokens per batch. This loop reuses the recipes'
+optimiser and schedule builders and transformers' label-smoothed loss through the model's own `labels`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .averaging import average_state_dicts
+from .batching import token_batches
+
+IGNORE_INDEX = -100
+
+
+@dataclass
+class PairFeatures:
+    """Tokenized pairs: source ids and target ids (each ending in eos), with a pad id for batching."""
+
+    sources: list[list[int]]
+    targets: list[list[int]]
+    pad_token_id: int
+
+    def __len__(self) -> int:
+        return len(self.sources)
+
+    def batch(self, rows: Sequence[int]) -> dict[str, torch.Tensor]:
+        width = max(len(self.sources[i]) for i in rows)
+        target_width = max(len(self.targets[i]) for i in rows)
+        input_ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+        labels = torch.full((len(rows), target_width), IGNORE_INDEX, dtype=torch.long)
+        for row, index in enumerate(rows):
+            source, target = self.sources[index], self.targets[index]
+            input_ids[row, :len(source)] = torch.tensor(source)
+            attention_mask[row, :len(source)] = 1
+            labels[row, :len(target)] = torch.tensor(target)
+        return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+    def token_batches(self, max_tokens: int, seed: int | None) -> list[list[int]]:
+        return token_batches([len(s) for s in self.sources], [len(t) for t in self.targets], max_tokens, seed=seed)
+
+
+def encode_pairs(tokenizer, sources: Sequence[str], targets: Sequence[str], max_length: int) -> PairFeatures:
+    """Token ids of both sides, each truncated to `max_length` tokens including a final eos (no bos: the model
+    prepends its decoder start token when it shifts the labels)."""
+    end = tokenizer.eos_token_id
+    if end is None or tokenizer.pad_token_id is None:
+        raise ValueError("Translation needs a tokenizer with eos and pad tokens.")
+
+    def encode(texts):
+        ids = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+        return [row[: max_length - 1] + [end] for row in ids]
+
+    return PairFeatures(encode(sources), encode(targets), tokenizer.pad_token_id)
+
+
+@torch.no_grad()
+def evaluate_loss(model, features: PairFeatures, max_tokens: int) -> dict[str, float]:
+    """Cross-entropy per target token (no label smoothing) and its perplexity, over every pair."""
+    model.eval()
+    total, count = 0.0, 0
+    for rows in features.token_batches(max_tokens, seed=None):
+        batch = features.batch(rows)
+        logits = model(**batch).logits
+        labels = batch["labels"]
+        total += float(torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(),
+                                                         ignore_index=IGNORE_INDEX, reduction="sum"))
+        count += int((labels != IGNORE_INDEX).sum())
+    loss = total / count
+    return {"loss": loss, "perplexity": math.exp(min(loss, 50.0))}
+
+
+@dataclass
+class TrainingResult:
+    steps: int
+    seconds: float
+    target_tokens: int
+    loss_curve: list[tuple[int, float]] = field(default_factory=list)
+    evaluations: list[dict] = field(default_factory=list)
+    averaged: int = 1  # how many checkpoints the returned weights average
+    diverged: bool = False
+
+
+def train_translation(model, features: PairFeatures, *, steps: int, max_tokens: int, learning_rate: float,
+                      warmup_steps: int, label_smoothing: float = 0.1, average_last: int = 1,
+                      checkpoint_every: int = 0, seed: int = 0, eval_every: int = 0,
+                      evaluate: Callable[[torch.nn.Module], dict] | None = None, max_grad_norm: float | None = None,
+                      evaluate_before_average: bool = False,
+                      log_every: int = 25, description: str = "training", progress: bool = True) -> TrainingResult:
+    """Train `model` in place for `steps` optimizer steps of token-count batches; then load the average of the last
+    `average_last` checkpoints, taken every `checkpoint_every` steps (the final step is always one).
+
+    `evaluate(model)` runs every `eval_every` steps and at the end, on the averaged weights (and, with
+    `evaluate_before_average`, on the last weights before averaging too); its dicts are kept with their step and the
+    number of checkpoints averaged in `TrainingResult.evaluations`.
+    """
+    from tqdm.auto import tqdm
+    from transformers.models.bart.modeling_bart import shift_tokens_right
+
+    from ..training.optim import build_optimizer, build_scheduler
+
+    if average_last > 1 and checkpoint_every < 1:
+        raise ValueError("average_last > 1 needs checkpoint_every >= 1 (the steps between averaged checkpoints).")
+    if average_last > 1 and (average_last - 1) * checkpoint_every >= steps:
+        raise ValueError(f"average_last={average_last} checkpoints every {checkpoint_every} steps do not fit in "
+                         f"{steps} steps; lower one of them.")
+    # No weight decay: Vaswani et al. use plain Adam.
+    optimizer = build_optimizer(model, learning_rate=learning_rate, weight_decay=0.0, betas=(0.9, 0.98), eps=1e-9)
+    scheduler = build_scheduler(optimizer, "inverse_sqrt", warmup_steps=warmup_steps, total_steps=steps)
+    vocab_size = model.config.vocab_size
+    result = TrainingResult(steps=0, seconds=0.0, target_tokens=0)
+    keep_from = steps - (average_last - 1) * checkpoint_every if average_last > 1 else steps
+    kept: list[dict[str, torch.Tensor]] = []
+    epoch, batches = 0, []
+    window: list[float] = []
+    started = time.perf_counter()
+    bar = tqdm(total=steps, desc=description, disable=not progress, leave=False, dynamic_ncols=True)
+    model.train()
+    for step in range(1, steps + 1):
+        if not batches:
+            batches = features.token_batches(max_tokens, seed=seed * 1000 + epoch)
+            epoch += 1
+        batch = features.batch(batches.pop())
+        labels = batch["labels"]
+        # Decoder inputs shifted from the labels here rather than by the model (which would also compute its own,
+        # unsmoothed loss when given labels).
+        decoder_input_ids = shift_tokens_right(labels, model.config.pad_token_id, model.config.decoder_start_token_id)
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                       decoder_input_ids=decoder_input_ids).logits
+        # The loss summed over target tokens / their count, with transformers' label smoothing convention
+        # (torch's: eps spread uniformly over the whole vocabulary, padding ignored).
+        loss = torch.nn.functional.cross_entropy(logits.view(-1, vocab_size), labels.view(-1),
+                                                 ignore_index=IGNORE_INDEX, label_smoothing=label_smoothing)
+        if not torch.isfinite(loss):
+            result.diverged = True
+            break
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+        optimizer.step()
+        scheduler.step()
+        result.steps = step
+        result.target_tokens += int((labels != IGNORE_INDEX).sum())
+        window.append(loss.item())
+        if step % log_every == 0 or step == steps:
+            result.loss_curve.append((step, float(np.mean(window))))
+            bar.set_postfix(loss=f"{result.loss_curve[-1][1]:.3f}")
+            window = []
+        if average_last > 1 and step >= keep_from and (steps - step) % checkpoint_every == 0:
+            kept.append({name: tensor.detach().clone() for name, tensor in model.state_dict().items()})
+        if evaluate is not None and eval_every and step % eval_every == 0 and step != steps:
+            result.evaluations.append({"step": step, "averaged": 1, **evaluate(model)})
+            model.train()
+        bar.update(1)
+    bar.close()
+    result.seconds = time.perf_counter() - started
+    if len(kept) > 1 and not result.diverged:
+        if evaluate is not None and evaluate_before_average:
+            result.evaluations.append({"step": result.steps, "averaged": 1, **evaluate(model)})
+        model.load_state_dict(average_state_dicts(kept))
+        result.averaged = len(kept)
+    model.eval()
+    if evaluate is not None and not result.diverged:
+        result.evaluations.append({"step": result.steps, "averaged": result.averaged, **evaluate(model)})
+    return result
