@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoModelForSequenceClassification, AutoTokenizer
 
 from transformer_zoo.export import export_checkpoint
 from transformer_zoo.training import finetuning, pretraining
@@ -162,6 +162,40 @@ def test_pretrain_every_family(tmp_path, data_dir, family, dataset, extra, objec
         assert (tmp_path / "preprocessor_config.json").is_file() and "accuracy" in results["test"]
     else:
         assert (tmp_path / "tokenizer.json").is_file()
+
+
+def test_pretrain_translation_with_token_batches_and_checkpoint_averaging(tmp_path, data_dir):
+    """The paper's set-up in the recipe: token-count batches within their budget, the saved model is the mean of the
+    last checkpoints, and the test scores come with the copy and retrieval baselines."""
+    from safetensors.torch import load_file
+
+    out = tmp_path / "paper"
+    args = ["--family", "seq2seq", "--dataset", data_dir / "pairs.jsonl", "--context_length", 32,
+            "--model_overrides", "", *FAST, "--max_steps", 6, "--max_tokens_per_batch", 96, "--average_last", 3,
+            "--save_total_limit", 3, "--save_steps", 1, "--load_best_at_end", "false", "--num_beams", 2,
+            "--length_penalty", 0.6, "--generation_examples", 4, "--output_dir", out]
+    results = _pretrain(args)
+    assert results["averaged_checkpoints"] == ["checkpoint-00000004", "checkpoint-00000005", "final"]
+    checkpoints = [load_file(str(out / "checkpoints" / name / "model.safetensors"))
+                   for name in results["averaged_checkpoints"][:2]]
+    # The final weights: step 6 continues from checkpoint 5 with one more step; rerun it without averaging.
+    final_run = _pretrain([*args[:-1], tmp_path / "final", "--average_last", 1])
+    assert final_run["steps"] == 6
+    final = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "final").state_dict()
+    averaged = AutoModelForSeq2SeqLM.from_pretrained(out).state_dict()
+    for name in checkpoints[0]:  # every tensor a checkpoint stores (tied ones once)
+        expected = (checkpoints[0][name].double() + checkpoints[1][name].double() + final[name].double()) / 3
+        torch.testing.assert_close(averaged[name], expected.to(averaged[name].dtype), rtol=0, atol=1e-7)
+    assert not torch.equal(averaged[name], final[name])
+    test = results["test"]
+    assert {"bleu", "chrf", "copy_bleu", "retrieval_bleu", "sacrebleu_signature"} <= set(test)
+    # Every micro-batch kept to 96 padded tokens: tokens seen per step <= 96 (inputs) + 96 (targets).
+    steps = [r for r in read_jsonl(out / "metrics.jsonl") if "loss" in r]
+    assert steps and results["tokens_seen"] <= 6 * 2 * 96
+    with pytest.raises(SystemExit):
+        _pretrain([*args[:-1], tmp_path / "x", "--load_best_at_end", "true"])
+    with pytest.raises(SystemExit):
+        _pretrain([*args[:-1], tmp_path / "y", "--save_total_limit", 1])
 
 
 def test_pretrain_resume_continues_the_same_trajectory(tmp_path, data_dir):

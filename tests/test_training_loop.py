@@ -139,6 +139,47 @@ def test_micro_batches_are_deterministic_and_resumable():
     assert sorted(i for rank in range(3) for i in shard_range(10, 3, rank)) == list(range(10))
 
 
+def test_token_count_micro_batches_keep_their_budget_and_resume(tmp_path):
+    """max_tokens_per_batch: each micro-batch's padded size stays within the budget, the plan is a function of
+    (seed, epoch) so a resumed run continues bit for bit, and resuming with another budget is refused."""
+    import datasets
+
+    generator = torch.Generator().manual_seed(0)
+    lengths = torch.randint(4, 20, (40,), generator=generator).tolist()
+    data = datasets.Dataset.from_dict({"input_ids": [[3 + (i + j) % 900 for j in range(n)]
+                                                     for i, n in enumerate(lengths)]})
+    data = data.map(lambda row: {"labels": row["input_ids"]})
+    shapes = []
+
+    def collate(examples):
+        width = max(len(e["input_ids"]) for e in examples)
+        ids = torch.zeros((len(examples), width), dtype=torch.long)
+        labels = torch.full((len(examples), width), -100, dtype=torch.long)
+        for row, e in enumerate(examples):
+            ids[row, :len(e["input_ids"])] = torch.tensor(e["input_ids"])
+            labels[row, :len(e["labels"])] = torch.tensor(e["labels"])
+        shapes.append(tuple(ids.shape))
+        return {"input_ids": ids, "labels": labels, "attention_mask": (labels != -100).long()}
+
+    config = dict(max_steps=10, max_tokens_per_batch=64, save_steps=5)
+    full = train(_tiny_decoder(0.1), data, collate, _config(tmp_path / "full", **config))
+    assert shapes and all(rows * width <= 64 for rows, width in shapes)
+    assert len({rows for rows, _ in shapes}) > 1  # the number of examples varies with their length
+    partial = tmp_path / "partial"
+    train(_tiny_decoder(0.1), data, collate, _config(partial, **config))
+    resumed = train(_tiny_decoder(0.1, seed=99), data, collate, _config(partial, **config, resume=True))
+    assert _trajectory(partial / "metrics.jsonl") == _trajectory(tmp_path / "full" / "metrics.jsonl")
+    for a, b in zip(full.model.state_dict().values(), resumed.model.state_dict().values()):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="token-count batches"):
+        train(_tiny_decoder(0.1), data, collate, _config(partial, max_steps=12, max_tokens_per_batch=48,
+                                                          save_steps=5, resume=True))
+    with pytest.raises(ValueError, match="input_ids column"):
+        train(_tiny_decoder(0.1), _sequences(8), _collate, _config(tmp_path / "x", max_tokens_per_batch=64))
+    with pytest.raises(ValueError, match="max_tokens_per_batch must be"):
+        _config(tmp_path, max_tokens_per_batch=0)
+
+
 # ================================================================================================ checkpoints
 def _trained_objects(tmp_path, steps=3):
     accelerator = create_accelerator(_config(tmp_path))

@@ -112,6 +112,7 @@ FLAG_RANGES = {
     "num_epochs": (0, False, "passes over the training split"),
     "per_device_batch_size": (1, True, "examples per process per forward pass"),
     "eval_batch_size": (1, True, "examples per evaluation batch"),
+    "max_tokens_per_batch": (1, True, "padded tokens per process per forward pass; 'none' = batch by examples"),
     "gradient_accumulation_steps": (1, True, "forward/backward passes per optimiser step"),
     "save_total_limit": (0, True, "checkpoints kept; 0 keeps all"),
     "learning_rate": (0, False, "the peak learning rate"),
@@ -324,6 +325,10 @@ def add_training_arguments(parser: argparse.ArgumentParser, **defaults) -> None:
                         help="Passes over the training split when --max_steps is none (fractions allowed).")
     length.add_argument("--per_device_batch_size", type=int, default=d["per_device_batch_size"],
                         help="Examples (sequences or images) per process per forward pass.")
+    length.add_argument("--max_tokens_per_batch", type=optional_int, default=d.get("max_tokens_per_batch"),
+                        help="Token-count batches instead (Vaswani et al. 5.1): as many examples per process per "
+                        "forward pass as fit this many padded tokens (longer of input and labels x examples), "
+                        "grouped by length. Text data only; 'none' (default) = --per_device_batch_size examples.")
     length.add_argument("--gradient_accumulation_steps", type=int, default=d["gradient_accumulation_steps"],
                         help="Forward/backward passes per optimiser step. Global batch = per-device batch x "
                         "processes x this.")

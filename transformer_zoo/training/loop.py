@@ -73,6 +73,9 @@ class TrainingConfig:
     num_epochs: float = 1.0
     # Examples per process per forward pass; the global batch is this x processes x gradient_accumulation_steps.
     per_device_batch_size: int = 8
+    # Token-count batches instead (Vaswani et al. 5.1; fairseq's --max-tokens): each micro-batch holds as many
+    # examples as fit this many padded tokens per process (the longer of input and labels x rows). None = off.
+    max_tokens_per_batch: int | None = None
     gradient_accumulation_steps: int = 1
     eval_batch_size: int | None = None  # None = per_device_batch_size
     learning_rate: float = 5e-4
@@ -114,6 +117,8 @@ class TrainingConfig:
             raise ValueError("per_device_batch_size and gradient_accumulation_steps must be >= 1.")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {self.max_steps}.")
+        if self.max_tokens_per_batch is not None and self.max_tokens_per_batch < 1:
+            raise ValueError(f"max_tokens_per_batch must be >= 1 (or None), got {self.max_tokens_per_batch}.")
         if self.compile not in (True, False, "auto"):
             raise ValueError(f"compile must be true, false or auto, got {self.compile!r}.")
         if self.mixed_precision not in ("no", "bf16", "fp16"):
@@ -153,6 +158,7 @@ class TrainingProgress:
     stopped_early: bool = False
     seed: int = 0
     global_micro_batch: int = 0  # examples per micro-batch over all processes: a resume must keep it
+    global_batch_tokens: int = 0  # with token-count batches: the padded-token budget over all processes (likewise)
     train_seconds: float = 0.0
 
     @classmethod
@@ -263,6 +269,44 @@ def micro_batch_stream(
             while position < per_epoch:
                 yield epoch, position, order[position * global_micro_batch : (position + 1) * global_micro_batch]
                 position += 1
+        epoch, position = epoch + 1, 0
+
+
+def example_lengths(dataset) -> tuple[list[int], list[int]]:
+    """(input lengths, label lengths) of tokenized examples, for token-count batches."""
+    columns = getattr(dataset, "column_names", None)
+    if not columns or "input_ids" not in columns:
+        raise ValueError("max_tokens_per_batch needs tokenized examples with an input_ids column (text data); for "
+                         "other data, batch by examples with per_device_batch_size.")
+    inputs = [len(ids) for ids in dataset["input_ids"]]
+    labels = [len(ids) for ids in dataset["labels"]] if "labels" in columns and isinstance(
+        dataset[0]["labels"], (list, tuple)) else inputs
+    return inputs, labels
+
+
+def token_batch_stream_plan(lengths, global_tokens: int, world: int, config) -> list[list[int]]:
+    """The first epoch's token-count micro-batches (their number sets the steps per epoch)."""
+    from ..translation.batching import token_batches
+
+    plan = token_batches(*lengths, global_tokens, seed=config.seed * 100_003 if config.shuffle else None)
+    return [batch for batch in plan if len(batch) >= world]
+
+
+def token_batch_stream(
+    lengths: tuple[list[int], list[int]], global_tokens: int, world: int, *, seed: int, shuffle: bool,
+    start_epoch: int = 0, start_micro_batch: int = 0,
+) -> Iterator[tuple[int, int, list[int]]]:
+    """Like `micro_batch_stream`, with token-count micro-batches (`transformer_zoo.translation.token_batches`), a
+    plan that depends only on (seed, epoch). Micro-batches of fewer examples than processes are dropped."""
+    from ..translation.batching import token_batches
+
+    epoch, position = start_epoch, start_micro_batch
+    while True:
+        plan = [batch for batch in token_batches(*lengths, global_tokens, seed=seed * 100_003 + epoch if shuffle
+                                                 else None) if len(batch) >= world]
+        while position < len(plan):
+            yield epoch, position, plan[position]
+            position += 1
         epoch, position = epoch + 1, 0
 
 
@@ -572,13 +616,19 @@ def train(
     loss_fn = loss_fn or model_loss
     world = accelerator.num_processes
     global_micro_batch = config.per_device_batch_size * world
-    if len(train_dataset) < global_micro_batch:
+    token_batching = config.max_tokens_per_batch is not None
+    global_batch_tokens = config.max_tokens_per_batch * world if token_batching else 0
+    if token_batching:
+        lengths = example_lengths(train_dataset)
+        micro_batches_per_epoch = len(token_batch_stream_plan(lengths, global_batch_tokens, world, config))
+    elif len(train_dataset) < global_micro_batch:
         raise ValueError(
             f"The training set has {len(train_dataset)} examples, fewer than one batch "
             f"({config.per_device_batch_size} per process x {world} processes): lower --per_device_batch_size "
             "or use more data."
         )
-    micro_batches_per_epoch = len(train_dataset) // global_micro_batch
+    if not token_batching:
+        micro_batches_per_epoch = len(train_dataset) // global_micro_batch
     accumulation = config.gradient_accumulation_steps
     total_steps = config.max_steps or max(1, int(config.num_epochs * micro_batches_per_epoch) // accumulation)
     warmup_steps = resolve_warmup_steps(total_steps, config.warmup_steps, config.warmup_ratio)
@@ -598,7 +648,8 @@ def train(
     metrics_log = MetricsLog(output_dir / METRICS_FILE, enabled=accelerator.is_main_process)
     checkpoints_dir = output_dir / CHECKPOINTS_DIR
     best_dir = output_dir / BEST_MODEL_DIR
-    progress = TrainingProgress(seed=config.seed, global_micro_batch=global_micro_batch)
+    progress = TrainingProgress(seed=config.seed, global_micro_batch=global_micro_batch,
+                                global_batch_tokens=global_batch_tokens)
     checkpoint = None
     if config.resume:
         checkpoint = Path(config.resume) if isinstance(config.resume, str) else latest_checkpoint(checkpoints_dir)
@@ -608,7 +659,13 @@ def train(
         saved, checkpoint = _load_newest_complete(accelerator, checkpoint, checkpoints_dir, config.resume,
                                                   model=model, optimizer=optimizer, scheduler=scheduler)
         progress = TrainingProgress.from_dict(saved)
-        if progress.global_micro_batch != global_micro_batch:
+        if progress.global_batch_tokens != global_batch_tokens:
+            raise ValueError(
+                f"{checkpoint} was trained with {progress.global_batch_tokens or 'no'} token-count batches (tokens "
+                f"over all processes); this run has {global_batch_tokens or 'none'}. Resume with the same "
+                "max_tokens_per_batch x processes, or the data position would be wrong."
+            )
+        if progress.global_micro_batch != global_micro_batch and not token_batching:
             raise ValueError(
                 f"{checkpoint} was trained with {progress.global_micro_batch} examples per micro-batch over all "
                 f"processes; this run has {global_micro_batch}. Resume with the same per-device batch size x "
@@ -625,17 +682,24 @@ def train(
         "tensorboard", config=flat_hyperparameters({**asdict(config), **(tracker_config or {})})
     )
     unit = config.throughput_unit
+    batch_size_text = (f"up to {config.max_tokens_per_batch} padded tokens" if token_batching
+                       else f"{config.per_device_batch_size} examples")
     logger.info(
-        f"Training {total_steps} steps: {config.per_device_batch_size} examples x {world} process(es) x "
-        f"{accumulation} accumulation = {global_micro_batch * accumulation} examples per step; "
+        f"Training {total_steps} steps: {batch_size_text} x {world} process(es) x "
+        f"{accumulation} accumulation"
+        + ("" if token_batching else f" = {global_micro_batch * accumulation} examples per step") + "; "
         f"{micro_batches_per_epoch // accumulation} steps per epoch; warmup {warmup_steps} steps.",
         main_process_only=True,
     )
 
-    stream = micro_batch_stream(
-        len(train_dataset), global_micro_batch, seed=config.seed, shuffle=config.shuffle,
-        start_epoch=progress.epoch, start_micro_batch=progress.micro_batch,
-    )
+    if token_batching:
+        stream = token_batch_stream(lengths, global_batch_tokens, world, seed=config.seed, shuffle=config.shuffle,
+                                    start_epoch=progress.epoch, start_micro_batch=progress.micro_batch)
+    else:
+        stream = micro_batch_stream(
+            len(train_dataset), global_micro_batch, seed=config.seed, shuffle=config.shuffle,
+            start_epoch=progress.epoch, start_micro_batch=progress.micro_batch,
+        )
     rank_slice = slice(
         accelerator.process_index * config.per_device_batch_size,
         (accelerator.process_index + 1) * config.per_device_batch_size,
@@ -657,7 +721,8 @@ def train(
             units = torch.zeros(2, dtype=torch.float64, device=accelerator.device)  # tokens, examples on this process
             for micro_index in range(accumulation):
                 epoch, position, indices = next(stream)
-                examples = [train_dataset[i] for i in indices[rank_slice]]
+                mine = indices[accelerator.process_index::world] if token_batching else indices[rank_slice]
+                examples = [train_dataset[i] for i in mine]
                 batch = move_to_device(collate_fn(examples), accelerator.device)
                 tokens, count = batch_units(batch, is_encoder_decoder=is_encoder_decoder)
                 units += torch.tensor([tokens, count], dtype=torch.float64, device=accelerator.device)

@@ -60,10 +60,8 @@ from .tasks import (
     classification_metrics,
     classification_predict_step,
     finish_output_folder,
-    generation_predict_step,
     image_collate,
     setup_logging,
-    translation_metrics,
     write_results,
 )
 from .tokenization import check_tokenizer_matches, train_tokenizer
@@ -207,6 +205,14 @@ def build_parser() -> RecipeArgumentParser:
     evaluation.add_argument("--generation_examples", type=int, default=64,
                             help="Test examples translated with generate() for BLEU/chrF (translation).")
     evaluation.add_argument("--num_beams", type=int, default=1, help="Beam size for translation evaluation.")
+    evaluation.add_argument("--length_penalty", type=float, default=1.0,
+                            help="Beam-search length penalty for translation evaluation (transformers' exponent: sum "
+                            "log p / length ** penalty; Vaswani et al. use 0.6).")
+    evaluation.add_argument("--average_last", type=int, default=1,
+                            help="Translation/denoising: evaluate and save the average of the last N checkpoints "
+                            "(Vaswani et al. 6.1: 5): the final weights and the N - 1 checkpoints before them, "
+                            "taken every --save_steps; needs --save_total_limit >= N - 1 and --load_best_at_end "
+                            "false. 1 = the final weights.")
     evaluation.add_argument("--sample_prompt", default="ROMEO:",
                             help="Prompt of the text sample generated after decoder pretraining ('' = none).")
     evaluation.add_argument("--sample_tokens", type=int, default=60, help="Length of that sample in tokens.")
@@ -343,13 +349,10 @@ def build_datasets(args, corpus, tokenizer, config, objective: str, accelerator)
     return splits["train"], splits["validation"], splits["test"], collate, image_processor
 
 
-def make_eval_fn(args, objective: str, dataset, collate, accelerator, loss_fn, *, tokenizer=None, generate=False):
+def make_eval_fn(args, objective: str, dataset, collate, accelerator, loss_fn):
     batch_size = args.eval_batch_size or args.per_device_batch_size
     if objective == "image":
         predict, compute = classification_predict_step, classification_metrics()
-    elif objective == "translation" and generate:
-        predict = generation_predict_step(tokenizer, max_new_tokens=args.context_length, num_beams=args.num_beams)
-        compute = translation_metrics()
     else:
         predict = compute = None
 
@@ -419,8 +422,11 @@ def run(args) -> dict:
               f"with {OBJECTIVES[objective]}.\nTraining split: {len(train_set):,} {unit}"
               + (f" of {args.context_length} tokens ({len(train_set) * args.context_length:,} tokens)"
                  if objective in ("clm", "mlm", "denoising") else "")
-              + f"; global batch {global_batch} {unit}"
-              + (f" = {global_batch * args.context_length:,} tokens per step." if objective != "image" else "."),
+              + (f"; token-count batches of up to {args.max_tokens_per_batch * accelerator.num_processes:,} padded "
+                 f"tokens x {args.gradient_accumulation_steps} accumulation per step."
+                 if args.max_tokens_per_batch else
+                 f"; global batch {global_batch} {unit}"
+                 + (f" = {global_batch * args.context_length:,} tokens per step." if objective != "image" else ".")),
               flush=True)
 
     loss_kind = {"clm": "causal_lm", "image": "sequence"}.get(objective, "token")
@@ -435,13 +441,17 @@ def run(args) -> dict:
                    accelerator=accelerator, tracker_config={"family": args.family, "objective": objective,
                                                             "dataset": dataset_name})
     model = result.model
+    averaged = None
+    if args.average_last > 1:
+        accelerator.wait_for_everyone()
+        averaged = average_last_checkpoints(model, output_dir, args.average_last)
+        if accelerator.is_main_process:
+            print(f"Evaluating and saving the average of {len(averaged)} checkpoints: {', '.join(averaged)}.")
 
     test_fn = make_eval_fn(args, objective, test_set, collate, accelerator, make_loss_fn())
     test_metrics = test_fn(model)
-    if objective == "translation" and args.generation_examples > 0:
-        generated = make_eval_fn(args, objective, limit(test_set, args.generation_examples), collate, accelerator,
-                                 None, tokenizer=tokenizer, generate=True)(model)
-        test_metrics.update({f"{key}": value for key, value in generated.items()})
+    if objective == "translation" and args.generation_examples > 0 and accelerator.is_main_process:
+        test_metrics.update(translation_test(model, tokenizer, corpus, args))
     sample = None
     if objective == "clm" and args.sample_prompt and accelerator.is_main_process:
         sample = generate_sample(model, tokenizer, args.sample_prompt, args.sample_tokens, args.seed)
@@ -453,7 +463,7 @@ def run(args) -> dict:
         "parameters": counts["total"], "steps": result.progress.step, "tokens_seen": tokens_seen,
         "examples_seen": result.progress.examples_seen, "best_step": result.progress.best_step,
         "validation": result.best_metrics or result.final_metrics, "test": test_metrics, "sample": sample,
-        "train_seconds": round(result.progress.train_seconds, 1),
+        "train_seconds": round(result.progress.train_seconds, 1), "averaged_checkpoints": averaged,
         "wall_seconds": round(time.perf_counter() - started, 1),
     }
     gathered = gather_model_state(model)  # collective for a sharded (FSDP) model; None otherwise
@@ -488,8 +498,11 @@ def save_outputs(args, model, tokenizer, image_processor, corpus, results, token
     hyperparameters = {key: value for key, value in asdict(training_config_from_args(args)).items()
                        if key not in ("output_dir", "resume", "report_to", "progress_bar", "cpu", "run_name")}
     hyperparameters.update(objective=objective, context_length=args.context_length if tokenizer else None,
-                           global_batch_examples=global_batch,
-                           global_batch_tokens=global_batch * tokens_per_sequence,
+                           global_batch_examples=None if args.max_tokens_per_batch else global_batch,
+                           global_batch_tokens=(args.max_tokens_per_batch * accelerator.num_processes
+                                                * args.gradient_accumulation_steps if args.max_tokens_per_batch
+                                                else global_batch * tokens_per_sequence),
+                           averaged_checkpoints=results.get("averaged_checkpoints"),
                            mlm_probability=args.mlm_probability if objective == "mlm" else None)
     notes = []
     if results.get("sample"):
@@ -532,6 +545,75 @@ def _card_data(corpus) -> dict:
     return data
 
 
+def check_averaging(args) -> None:
+    """--average_last needs the checkpoints it averages, and cannot be combined with reloading the best model."""
+    if args.average_last < 1:
+        raise ValueError(f"--average_last must be at least 1, got {args.average_last}.")
+    if args.average_last == 1:
+        return
+    if args.family != "seq2seq":
+        raise ValueError("--average_last applies to the seq2seq family (translation, denoising).")
+    if args.load_best_at_end:
+        raise ValueError("--average_last > 1 replaces the final model by an average of the last checkpoints, which "
+                         "--load_best_at_end would override: pass --load_best_at_end false.")
+    if not args.save_steps:
+        raise ValueError("--average_last needs checkpoints: set --save_steps (the steps between averaged "
+                         "checkpoints).")
+    if args.save_total_limit and args.save_total_limit < args.average_last - 1:
+        raise ValueError(f"--average_last {args.average_last} needs --save_total_limit >= {args.average_last - 1} "
+                         f"(the final weights and that many checkpoints; it is {args.save_total_limit}, so older "
+                         "checkpoints would be deleted).")
+
+
+def average_last_checkpoints(model, output_dir: Path, count: int) -> list[str]:
+    """Load into `model` the average of its final weights and the newest `count - 1` checkpoints under
+    output_dir/checkpoints (the loop writes no checkpoint at the last step: the final weights are the model itself).
+    Returns the names of what was averaged."""
+    from safetensors.torch import load_file
+
+    from ..translation import average_state_dicts
+    from ..translation.averaging import _weights_file
+    from .checkpointing import list_checkpoints
+
+    checkpoints = list_checkpoints(output_dir / "checkpoints")[-(count - 1):]
+    if len(checkpoints) < count - 1:
+        raise ValueError(f"--average_last {count}: only {len(checkpoints)} checkpoints besides the final weights "
+                         "were written; lower --save_steps or --average_last.")
+    saved = [load_file(str(_weights_file(path))) for path in checkpoints]
+    own = model.state_dict()
+    final = {name: own[name].detach().cpu() for name in saved[0]}  # the names a checkpoint stores (tied once)
+    state = average_state_dicts([*saved, final])
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    # Checkpoints store each tied tensor once (safetensors): a missing name must share its storage with a loaded one.
+    loaded_storage = {own[name].data_ptr() for name in state if name in own}
+    tied = {name for name in missing if own[name].data_ptr() in loaded_storage}
+    if unexpected or set(missing) - tied:
+        raise ValueError(f"The averaged checkpoints do not match the model (missing {sorted(set(missing) - tied)[:5]}, "
+                         f"unexpected {sorted(unexpected)[:5]}).")
+    model.tie_weights()
+    return [path.name for path in checkpoints] + ["final"]
+
+
+def translation_test(model, tokenizer, corpus, args) -> dict:
+    """Test BLEU and chrF of beam search against the raw references (not the truncated, re-decoded labels), with the
+    copy and retrieval baselines on the same sentences."""
+    from ..translation import RetrievalBaseline, copy_baseline, corpus_scores, translate
+
+    test = limit(corpus["test"], args.generation_examples)
+    sources, references = list(test["source"]), list(test["target"])
+    hypotheses = translate(model, tokenizer, sources, num_beams=args.num_beams, length_penalty=args.length_penalty,
+                           batch_size=args.eval_batch_size or args.per_device_batch_size,
+                           max_source_tokens=args.context_length)
+    scores = corpus_scores(hypotheses, references)
+    retrieval = RetrievalBaseline(corpus["train"]["source"], corpus["train"]["target"]).translate(sources)
+    copy_scores, retrieval_scores = corpus_scores(copy_baseline(sources), references), corpus_scores(retrieval,
+                                                                                                      references)
+    return {"bleu": scores["bleu"], "chrf": scores["chrf"], "copy_bleu": copy_scores["bleu"],
+            "copy_chrf": copy_scores["chrf"], "retrieval_bleu": retrieval_scores["bleu"],
+            "retrieval_chrf": retrieval_scores["chrf"], "sacrebleu_signature": scores["bleu_signature"],
+            "translated_sentences": len(sources)}
+
+
 def check_overrides(args) -> None:
     """--model_overrides must be key=value pairs naming fields of the family's config: checked before any work
     (tokenizer training, data loading), with the config's own message for an unknown field."""
@@ -545,4 +627,4 @@ def check_overrides(args) -> None:
 
 def main(argv=None) -> dict:
     parser = build_parser()
-    return run_recipe(parser, parser.parse_args(argv), run, check_overrides)
+    return run_recipe(parser, parser.parse_args(argv), run, check_overrides, check_averaging)

@@ -23,6 +23,8 @@ per target token and perplexity (with the pair's own tokenizer, so comparable be
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -33,8 +35,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from transformers.utils import logging
+
 from ..figures import pyplot, save_figure
-from .common import Experiment, clearly_better, format_mean_std, mean_std, setup_line, verdict, verdict_table
+from .common import (Experiment, clearly_better, format_mean_std, json_ready, mean_std, setup_line, verdict,
+                     verdict_table)
+
+logger = logging.get_logger(__name__)
 
 TITLE = "Translation: a real BLEU score, and the ablations of Vaswani et al. (2017), table 3"
 
@@ -64,7 +71,7 @@ class TranslationSettings:
     max_length: int = 128  # tokens per side, eos included
     # The default model of each pair.
     model: ModelShape = ModelShape()
-    epochs: float = 6.0
+    epochs: float = 5.0
     max_tokens: int = 4096  # padded tokens per batch
     learning_rate: float = 1e-3
     warmup_steps: int = 400
@@ -74,12 +81,14 @@ class TranslationSettings:
     length_penalty: float = 0.6
     # The ablation rows, on the first pair.
     ablation_model: ModelShape = ModelShape(hidden_size=128, layers=2, heads=4, intermediate_size=512)
-    ablation_epochs: float = 2.0
+    ablation_epochs: float = 1.5
     ablation_warmup_steps: int = 200
     ablation_rows: tuple[str, ...] | None = None  # None: all of ABLATION_ROWS
     dev_bleu_sentences: int = 500  # greedy BLEU of each ablation row on the first dev sentences
     samples: int = 5  # test translations shown in the report
     model_dir: str | None = None  # save each pair's default model (and tokenizer) here
+    jobs: int = 1  # runs side by side in worker processes of one thread each (see run_translation)
+    partial_file: str | None = None  # append each finished run here as a JSON line (a cut-off study keeps them)
 
 
 # row -> (table-3 group, label, ModelShape fields over the ablation base)
@@ -342,6 +351,28 @@ def default_model_claims(pairs: Mapping[str, Mapping[str, Any]]) -> list[dict[st
 
 
 # ================================================================================================ the experiment
+@functools.lru_cache(maxsize=2)
+def _cached_pair(name: str, held_out: int, max_examples: int | None, vocab_size: int, max_length: int) -> PairData:
+    return load_pair(name, TranslationSettings(held_out=held_out, max_examples=max_examples, vocab_size=vocab_size,
+                                               max_length=max_length))
+
+
+def _pair_for(name: str, settings: TranslationSettings) -> PairData:
+    return _cached_pair(name, settings.held_out, settings.max_examples, settings.vocab_size, settings.max_length)
+
+
+def _run_task(task: tuple, settings: TranslationSettings, progress: bool) -> dict[str, Any]:
+    """One unit of work (a default model, or one ablation row and seed); also the worker function of `jobs` > 1,
+    where each worker process builds its own data (the same for a given corpus and settings)."""
+    kind, name, row, seed = task
+    if settings.jobs > 1:
+        torch.set_num_threads(1)
+    pair = _pair_for(name, settings)
+    if kind == "default":
+        return train_default_model(pair, settings, seed, progress)
+    return train_ablation_row(pair, settings, row, seed, progress)
+
+
 def run_translation(settings: TranslationSettings, seeds: Sequence[int], progress: bool = True) -> dict[str, Any]:
     rows = list(settings.ablation_rows or ABLATION_ROWS)
     unknown = [row for row in rows if row not in ABLATION_ROWS]
@@ -349,14 +380,46 @@ def run_translation(settings: TranslationSettings, seeds: Sequence[int], progres
         raise ValueError(f"Unknown ablation rows {unknown}; choose from {', '.join(ABLATION_ROWS)}.")
     if not settings.pairs:
         raise ValueError("Give at least one language pair.")
-    data = {name: load_pair(name, settings) for name in settings.pairs}
-    pairs = {name: train_default_model(pair, settings, seeds[0], progress) for name, pair in data.items()}
-    ablation_pair = data[settings.pairs[0]]
-    runs = [train_ablation_row(ablation_pair, settings, row, seed, progress) for row in rows for seed in seeds]
+    if settings.jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {settings.jobs}.")
+    # Longest first, so that parallel workers finish together: the default models, then the ablation runs.
+    tasks = [("default", name, None, seeds[0]) for name in settings.pairs]
+    tasks += [("ablation", settings.pairs[0], row, seed) for row in rows for seed in seeds]
+    def keep(task, output):
+        if settings.partial_file:
+            with open(settings.partial_file, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(json_ready({"task": list(task), "output": output}), ensure_ascii=False) + "\n")
+
+    if settings.jobs == 1:
+        outputs = []
+        for task in tasks:
+            outputs.append(_run_task(task, settings, progress))
+            keep(task, outputs[-1])
+    else:
+        # Worker processes with one thread each: these models are small, and two single-threaded runs side by side
+        # get through more work on two cores than one run on two threads. Each run's numbers depend only on its
+        # seed and its thread count, so they do not depend on which worker ran it.
+        import concurrent.futures
+        import multiprocessing
+
+        outputs = [None] * len(tasks)
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(settings.jobs, mp_context=context) as pool:
+            futures = {pool.submit(_run_task, task, settings, False): index for index, task in enumerate(tasks)}
+            for done, future in enumerate(concurrent.futures.as_completed(futures), start=1):
+                index = futures[future]
+                outputs[index] = future.result()
+                keep(tasks[index], outputs[index])
+                kind, name, row, seed = tasks[index]
+                logger.warning(f"translation: finished {done}/{len(tasks)} ({kind} {row or name}, seed {seed}, "
+                               f"{outputs[index]['seconds'] / 60:.1f} min)")
+    pairs = {task[1]: output for task, output in zip(tasks, outputs) if task[0] == "default"}
+    runs = [output for task, output in zip(tasks, outputs) if task[0] == "ablation"]
     summary = {row: {metric: [run["metrics"][metric] for run in runs if run["arm"] == row]
                      for metric in ("dev_loss", "dev_perplexity", "dev_bleu")} for row in rows}
+    ablation_pair = settings.pairs[0]
     return {"experiment": "translation", "settings": asdict(settings), "seeds": list(seeds), "pairs": pairs,
-            "ablation_pair": ablation_pair.name, "ablation_data": ablation_pair.description, "runs": runs,
+            "ablation_pair": ablation_pair, "ablation_data": pairs[ablation_pair]["data"], "runs": runs,
             "summary": summary, "claims": default_model_claims(pairs) + translation_claims(summary)}
 
 
