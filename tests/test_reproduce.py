@@ -240,3 +240,24 @@ def test_bad_inputs_are_refused_with_a_clear_message(capsys):
         rp.run_experiment("nope", "tiny")
     with pytest.raises(ValueError, match="Unknown preset"):
         rp.run_experiment("copy", "huge")
+
+
+def test_translation_quick_preset_end_to_end(tmp_path):
+    """The translation experiment's quick preset (seconds): real Bible and Quran pairs, every table-3 row, the report
+    files, and numbers that behave as they must even at this size."""
+    script = load_script()
+    assert script.main(["--experiment", "translation", "--preset", "quick", "--output", str(tmp_path),
+                        "--no-progress"]) == 0
+    record = json.loads((tmp_path / "translation.json").read_text())
+    assert record["preset"] == "quick" and record["seeds"] == [0, 1]
+    for pair, numbers in record["pairs"].items():
+        # Retrieving a training target shares words with the reference; copying English into Spanish/Urdu barely.
+        assert numbers["retrieval_bleu"] > numbers["copy_bleu"], pair
+        assert numbers["checkpoints_averaged"] == 3
+        curve = [loss for _, loss in numbers["loss_curve"]]
+        assert curve[-1] < curve[0] - 0.5  # it trained
+        assert len(numbers["samples"]) == 3 and all(sample["reference"] for sample in numbers["samples"])
+    assert {run["arm"] for run in record["runs"]} == set(rp.ABLATION_ROWS)
+    assert not (tmp_path / "translation.partial.jsonl").exists()  # folded into the report
+    markdown = (tmp_path / "translation.md").read_text()
+    assert "## Ablations" in markdown and "| A | 1 head" in markdown

@@ -526,8 +526,13 @@ EXPERIMENT = Experiment(
             warmup_steps=4, average_last=2, checkpoint_every=1,
             ablation_model=ModelShape(hidden_size=32, layers=1, heads=4, intermediate_size=64),
             ablation_epochs=0.5, ablation_warmup_steps=2, dev_bleu_sentences=10, samples=2),
-        "quick": TranslationSettings(epochs=1.0, ablation_epochs=0.5, ablation_rows=(
-            "base", "heads_1", "heads_16", "no_smoothing", "learned_positions"), held_out=300),
+        # Seconds: every row on 2,000 pairs per corpus and 1-layer models of width 64 (tests run it end to end).
+        "quick": TranslationSettings(
+            max_examples=2000, held_out=100, vocab_size=1000, max_length=64,
+            model=ModelShape(hidden_size=64, layers=1, heads=4, intermediate_size=128), epochs=1.0,
+            max_tokens=1024, warmup_steps=20, average_last=3, checkpoint_every=5,
+            ablation_model=ModelShape(hidden_size=64, layers=1, heads=4, intermediate_size=128),
+            ablation_epochs=0.5, ablation_warmup_steps=10, dev_bleu_sentences=50, samples=3),
         "default": TranslationSettings(),
         "full": TranslationSettings(
             model=ModelShape(hidden_size=512, layers=6, heads=8, intermediate_size=2048), epochs=20.0,
