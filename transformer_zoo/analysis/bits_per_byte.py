@@ -27,6 +27,11 @@ def utf8_bytes(texts: Sequence[str]) -> int:
     return sum(len(text.encode("utf-8")) for text in texts)
 
 
+def _at_least_float32(logits: torch.Tensor) -> torch.Tensor:
+    """Half-precision logits are scored in float32; float32 and float64 ones as they are."""
+    return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+
+
 def _check_texts(texts) -> list[str]:
     if isinstance(texts, str):
         raise ValueError("Pass a list of texts, not one string.")
@@ -83,7 +88,7 @@ def causal_lm_bits_per_byte(model, tokenizer, texts: Sequence[str], *, window: i
             input_ids[row, :len(ids)] = torch.tensor(ids)
             mask[row, :len(ids)] = 1
             targets[row, first:len(ids)] = torch.tensor(ids[first:])
-        logits = model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits.float()
+        logits = _at_least_float32(model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits)
         # position p predicts token p + 1
         total_nats += float(torch.nn.functional.cross_entropy(
             logits[:, :-1].flatten(0, 1), targets[:, 1:].flatten().to(device), ignore_index=-100, reduction="sum"))
@@ -129,7 +134,7 @@ def masked_lm_pseudo_bits_per_byte(model, tokenizer, texts: Sequence[str], *, ma
         positions = torch.tensor([position for _, position in batch])
         truth = input_ids[rows, positions].clone()
         input_ids[rows, positions] = tokenizer.mask_token_id
-        logits = model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits.float()
+        logits = _at_least_float32(model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits)
         log_probs = torch.log_softmax(logits[rows.to(device), positions.to(device)], dim=-1)
         total_nats -= float(log_probs[torch.arange(len(batch), device=device), truth.to(device)].sum())
     size = utf8_bytes(texts)
