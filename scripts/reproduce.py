@@ -14,12 +14,15 @@ Experiments (one module each in transformer_zoo/analysis/reproduce/, with the ex
 
 Presets (--preset):
   tiny     for tests only: seconds, numbers meaningless
-  quick    a first look: 2 seeds, 300 steps (norm: 200 steps at 2 and 6 layers only); 6.1 min here, 4.0 min of CPU,
-           with the same verdicts as the default
+  quick    a first look: 2 seeds, 300 steps (norm: 200 steps at 2 and 6 layers only); copy, extrapolation and norm
+           took 6.1 min here, 4.0 min of CPU, with the same verdicts as the default. translation: every row on
+           2,000 pairs per corpus with 1-layer models of width 64 (about a minute; its numbers only show the
+           pipeline works)
   default  the committed report in docs/reproduce/: 3 seeds, 400 steps (norm: 300 steps at 2, 6 and 12 layers);
-           11.3 min of CPU here (docs/reproduce/README.md has the times)
-  full     5 seeds, 1000-1500 steps, evaluation up to 256 characters, norm at 2, 6, 12 and 24 layers (several
-           times the default's time)
+           11.3 min of CPU here. translation: both pairs' default models (5 epochs) and 10 table-3 rows x 2 seeds;
+           93.9 min wall with --jobs 2 (docs/reproduce/README.md has the times)
+  full     5 seeds, 1000-1500 steps, evaluation up to 256 characters, norm at 2, 6, 12 and 24 layers; translation
+           with a Transformer-base model for 20 epochs (several times the default's time; a GPU or a long night)
 
 For each experiment the output folder gets <experiment>.md (claims, table of mean ± std over seeds, verdicts
 computed from the numbers), <experiment>.png and <experiment>.json (every run's numbers and loss curve), and a

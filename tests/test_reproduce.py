@@ -163,6 +163,25 @@ class KnownAnswers(torch.nn.Module):
         return output
 
 
+def test_translation_claims_follow_the_numbers():
+    def row(bleu, loss):
+        return {"dev_bleu": [bleu - 0.1, bleu + 0.1], "dev_loss": [loss - 0.005, loss + 0.005]}
+
+    paper_like = {"base": row(25.8, 1.60), "heads_1": row(24.9, 1.62), "heads_8": row(25.9, 1.59),
+                  "heads_16": row(25.4, 1.61), "small_dk": row(25.1, 1.66), "narrow": row(24.0, 1.75),
+                  "wide": row(26.2, 1.55), "no_dropout": row(24.6, 1.72), "no_smoothing": row(25.3, 1.55),
+                  "learned_positions": row(25.7, 1.60)}
+    claims = rp.translation_claims(paper_like)
+    assert [claim["held"] for claim in claims] == [True] * 9, [c["evidence"] for c in claims if not c["held"]]
+    flat = {name: row(1.0, 4.8) for name in paper_like}
+    assert not any(claim["held"] for claim in rp.translation_claims(flat)[:2])  # no head effect
+    learned_faster = dict(flat, learned_positions=row(1.0, 4.6))  # same BLEU, clearly lower loss: not "identical"
+    assert not rp.translation_claims(learned_faster)[-1]["held"]
+    pairs = {"x": {"language_pair": "X-Y", "test_bleu": 20.0, "retrieval_bleu": 16.0, "copy_bleu": 0.1}}
+    assert rp.default_model_claims(pairs)[0]["held"]
+    assert not rp.default_model_claims({"x": dict(pairs["x"], test_bleu=15.0)})[0]["held"]
+
+
 def test_copy_evaluate_counts_exact_matches():
     batch = rp.copy_batch(np.random.default_rng(1), 4, 3, 3)  # 4 sequences, 3 digits + EOS = 16 target tokens
     perfect = rp.copy_evaluate(KnownAnswers(), [batch])

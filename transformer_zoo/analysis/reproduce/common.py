@@ -159,9 +159,13 @@ def setup_line(results: Mapping[str, Any]) -> str:
               "**one seed: no spread, so every ± is 0 and the verdicts cannot account for noise**")
     minutes = results["seconds"] / 60
     env = results["environment"]
+    cpu = (f"{results['cpu_seconds'] / 60:.1f} min of CPU" if results.get("cpu_seconds") is not None
+           else results.get("cpu_note", "CPU time not recorded"))
+    workers = results.get("settings", {}).get("jobs", 1) if isinstance(results.get("settings"), Mapping) else 1
+    threads = (f"{workers} worker processes of 1 torch thread each" if workers > 1
+               else f"{env['threads']} torch thread(s)")
     return (f"Preset `{results['preset']}`, seeds {', '.join(map(str, seeds))} ({spread}). Took {minutes:.1f} min "
-            f"wall, {results['cpu_seconds'] / 60:.1f} min of CPU, with {env['threads']} torch thread(s), torch "
-            f"{env['torch']}.")
+            f"wall, {cpu}, with {threads}, torch {env['torch']}.")
 
 def mean_curve(runs: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
     """Mean training-loss curve over the runs, on the steps every run reached (a diverged run stops early)."""

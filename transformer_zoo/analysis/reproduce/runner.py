@@ -83,9 +83,10 @@ def run_experiment(name: str, preset: str, seeds: Sequence[int] | None = None, *
     results = experiment.run(settings if settings is not None else experiment.settings[preset], seeds,
                              progress=progress)
     results.update(
-        # CPU seconds of this process: on a shared machine wall time depends on the neighbours, this does not.
+        # CPU seconds of this process and of any worker processes it ran (reported by the experiment): on a shared
+        # machine wall time depends on the neighbours, this does not.
         preset=preset if settings is None else "custom", seconds=time.perf_counter() - started,
-        cpu_seconds=time.process_time() - cpu_started,
+        cpu_seconds=time.process_time() - cpu_started + results.pop("worker_cpu_seconds", 0.0),
         environment={"torch": torch.__version__, "threads": torch.get_num_threads(), "python":
                      platform.python_version(), "machine": platform.machine(), "system": platform.system()},
     )
@@ -122,7 +123,7 @@ def write_index(output_dir: str | Path) -> Path:
             continue
         record = json.loads(path.read_text())
         held = sum(claim["held"] for claim in record["claims"])
-        cpu = f" ({record['cpu_seconds'] / 60:.1f} min CPU)" if "cpu_seconds" in record else ""
+        cpu = f" ({record['cpu_seconds'] / 60:.1f} min CPU)" if record.get("cpu_seconds") is not None else ""
         lines += [f"## [{TITLES[name]}]({name}.md)", "",
                   f"Preset `{record['preset']}`, {len(record['seeds'])} seeds, {record['seconds'] / 60:.1f} min "
                   f"wall{cpu}; {held} of {len(record['claims'])} claims held.", ""]

@@ -328,13 +328,22 @@ def translation_claims(rows: Mapping[str, Mapping[str, Sequence[float]]]) -> lis
             means = f"{better} {mean_std(rows[better][metric])[0]:.3f}, {worse} {mean_std(rows[worse][metric])[0]:.3f}"
             claims.append(verdict(claim, criterion, held, f"{metric}: {means}; {evidence}"))
     if {"learned_positions", "base"} <= set(rows):
+        # The paper's row (E) is "nearly identical" in both of its columns, BLEU and perplexity: both are checked.
         difference = bleu["learned_positions"] - bleu["base"]
         spread = math.hypot(mean_std(rows["learned_positions"]["dev_bleu"])[1], mean_std(rows["base"]["dev_bleu"])[1])
         tolerance = max(spread, 2 * BLEU_MARGIN)
+        loss = {row: mean_std(rows[row]["dev_loss"])[0] for row in ("learned_positions", "base")}
+        loss_difference = loss["learned_positions"] - loss["base"]
+        loss_spread = math.hypot(mean_std(rows["learned_positions"]["dev_loss"])[1],
+                                 mean_std(rows["base"]["dev_loss"])[1])
+        loss_tolerance = max(loss_spread, 2 * LOSS_MARGIN)
         claims.append(verdict(
             "(E) Learned positional embeddings give nearly identical results to sinusoidal ones.",
-            f"|mean dev BLEU difference| within the seed spread or {2 * BLEU_MARGIN} BLEU, whichever is larger",
-            abs(difference) <= tolerance, f"learned - sinusoidal {difference:+.2f} BLEU vs tolerance {tolerance:.2f}"))
+            f"|mean dev BLEU difference| within the seed spread or {2 * BLEU_MARGIN} BLEU, and |mean dev loss "
+            f"difference| within the seed spread or {2 * LOSS_MARGIN} nats (whichever is larger, each)",
+            abs(difference) <= tolerance and abs(loss_difference) <= loss_tolerance,
+            f"learned - sinusoidal: {difference:+.2f} BLEU (tolerance {tolerance:.2f}), {loss_difference:+.3f} nats "
+            f"(tolerance {loss_tolerance:.3f})"))
     return claims
 
 
@@ -367,10 +376,14 @@ def _run_task(task: tuple, settings: TranslationSettings, progress: bool) -> dic
     kind, name, row, seed = task
     if settings.jobs > 1:
         torch.set_num_threads(1)
+    cpu_started = time.process_time()
     pair = _pair_for(name, settings)
     if kind == "default":
-        return train_default_model(pair, settings, seed, progress)
-    return train_ablation_row(pair, settings, row, seed, progress)
+        output = train_default_model(pair, settings, seed, progress)
+    else:
+        output = train_ablation_row(pair, settings, row, seed, progress)
+    output["cpu_seconds"] = time.process_time() - cpu_started  # this process's; summed over workers by the caller
+    return output
 
 
 def run_translation(settings: TranslationSettings, seeds: Sequence[int], progress: bool = True) -> dict[str, Any]:
@@ -418,7 +431,10 @@ def run_translation(settings: TranslationSettings, seeds: Sequence[int], progres
     summary = {row: {metric: [run["metrics"][metric] for run in runs if run["arm"] == row]
                      for metric in ("dev_loss", "dev_perplexity", "dev_bleu")} for row in rows}
     ablation_pair = settings.pairs[0]
+    # The runner adds these to its own CPU time; in one process they are already part of it.
+    worker_cpu = sum(output["cpu_seconds"] for output in outputs) if settings.jobs > 1 else 0.0
     return {"experiment": "translation", "settings": asdict(settings), "seeds": list(seeds), "pairs": pairs,
+            "worker_cpu_seconds": worker_cpu,
             "ablation_pair": ablation_pair, "ablation_data": pairs[ablation_pair]["data"], "runs": runs,
             "summary": summary, "claims": default_model_claims(pairs) + translation_claims(summary)}
 
@@ -462,6 +478,15 @@ def translation_markdown(results: Mapping[str, Any]) -> str:
         lines.append(f"| {group} | {label} | {row_runs[0]['parameters'] / 1e6:.2f} M | "
                      f"{format_mean_std(values['dev_loss'])} | {format_mean_std(values['dev_perplexity'], 1)} | "
                      f"{format_mean_std(values['dev_bleu'], 2)} | {minutes:.1f} |")
+    base_bleu = mean_std(results["summary"]["base"]["dev_bleu"])[0] if "base" in results["summary"] else None
+    if base_bleu is not None and base_bleu < 5.0:
+        lines += ["", f"**Read the BLEU column with care:** at this budget the ablation base reaches a dev BLEU of "
+                  f"{base_bleu:.2f} (the default model above: "
+                  f"{next(iter(results['pairs'].values()))['test_bleu']:.1f} on test), so differences of a BLEU "
+                  "point are noise and the BLEU-based verdicts cannot separate the rows; the dev loss is the "
+                  "informative column. These are early-training comparisons, not converged models: dropout, for "
+                  "one, has nothing to prevent yet after 1.5 epochs. The `full` preset trains the ablations to "
+                  "convergence (not run here)."]
     lines += ["", verdict_table(results["claims"]), "", "## Sample test translations", ""]
     for p in results["pairs"].values():
         lines.append(f"{p['language_pair']}:")
