@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import save_file
 
 from transformer_zoo import ZooSeq2SeqConfig, ZooSeq2SeqForConditionalGeneration
-from transformer_zoo.training.corpora import load_corpus
+from transformer_zoo.training.corpora import corpus_card_info, load_corpus
 from transformer_zoo.training.parallel_corpora import SWORD_ROOT, bible_pairs, osis_to_text
 from transformer_zoo.training.tokenization import train_tokenizer
 from transformer_zoo.translation import (RetrievalBaseline, average_checkpoints, average_state_dicts,
@@ -224,13 +224,7 @@ def test_bible_pairs_are_verse_aligned_and_splits_share_no_verse():
         for column in ("source", "target"):
             for text in corpus[split][column]:
                 assert seen.setdefault((column, text), split) == split  # no verse text in two splits
-    assert corpus_card_licence(corpus) == "Public domain (both translations)."
-
-
-def corpus_card_licence(corpus):
-    from transformer_zoo.training.corpora import corpus_card_info
-
-    return corpus_card_info(corpus)["licence"]
+    assert corpus_card_info(corpus)["licence"] == "Public domain (both translations)."
 
 
 def test_quran_pairs_and_user_tsv_go_through_the_same_splitting(tmp_path):

@@ -284,11 +284,13 @@ def example_lengths(dataset) -> tuple[list[int], list[int]]:
     return inputs, labels
 
 
-def token_batch_stream_plan(lengths, global_tokens: int, world: int, config) -> list[list[int]]:
-    """The first epoch's token-count micro-batches (their number sets the steps per epoch)."""
+def token_batch_plan(lengths: tuple[list[int], list[int]], global_tokens: int, world: int, *, seed: int,
+                     shuffle: bool, epoch: int) -> list[list[int]]:
+    """One epoch's token-count micro-batches (`transformer_zoo.translation.token_batches`), a function of
+    (seed, epoch) only. Micro-batches of fewer examples than processes are dropped."""
     from ..translation.batching import token_batches
 
-    plan = token_batches(*lengths, global_tokens, seed=config.seed * 100_003 if config.shuffle else None)
+    plan = token_batches(*lengths, global_tokens, seed=seed * 100_003 + epoch if shuffle else None)
     return [batch for batch in plan if len(batch) >= world]
 
 
@@ -296,14 +298,10 @@ def token_batch_stream(
     lengths: tuple[list[int], list[int]], global_tokens: int, world: int, *, seed: int, shuffle: bool,
     start_epoch: int = 0, start_micro_batch: int = 0,
 ) -> Iterator[tuple[int, int, list[int]]]:
-    """Like `micro_batch_stream`, with token-count micro-batches (`transformer_zoo.translation.token_batches`), a
-    plan that depends only on (seed, epoch). Micro-batches of fewer examples than processes are dropped."""
-    from ..translation.batching import token_batches
-
+    """Like `micro_batch_stream`, over `token_batch_plan` epochs."""
     epoch, position = start_epoch, start_micro_batch
     while True:
-        plan = [batch for batch in token_batches(*lengths, global_tokens, seed=seed * 100_003 + epoch if shuffle
-                                                 else None) if len(batch) >= world]
+        plan = token_batch_plan(lengths, global_tokens, world, seed=seed, shuffle=shuffle, epoch=epoch)
         while position < len(plan):
             yield epoch, position, plan[position]
             position += 1
@@ -620,7 +618,8 @@ def train(
     global_batch_tokens = config.max_tokens_per_batch * world if token_batching else 0
     if token_batching:
         lengths = example_lengths(train_dataset)
-        micro_batches_per_epoch = len(token_batch_stream_plan(lengths, global_batch_tokens, world, config))
+        micro_batches_per_epoch = len(token_batch_plan(lengths, global_batch_tokens, world, seed=config.seed,
+                                                       shuffle=config.shuffle, epoch=0))
     elif len(train_dataset) < global_micro_batch:
         raise ValueError(
             f"The training set has {len(train_dataset)} examples, fewer than one batch "

@@ -33,14 +33,14 @@ def average_last_checkpoints(model, output_dir: Path, count: int) -> list[str]:
     from safetensors.torch import load_file
 
     from ..translation import average_state_dicts
-    from ..translation.averaging import _weights_file
+    from ..translation.averaging import weights_file
     from .checkpointing import list_checkpoints
 
     checkpoints = list_checkpoints(output_dir / "checkpoints")[-(count - 1):]
     if len(checkpoints) < count - 1:
         raise ValueError(f"--average_last {count}: only {len(checkpoints)} checkpoints besides the final weights "
                          "were written; lower --save_steps or --average_last.")
-    saved = [load_file(str(_weights_file(path))) for path in checkpoints]
+    saved = [load_file(str(weights_file(path))) for path in checkpoints]
     own = model.state_dict()
     final = {name: own[name].detach().cpu() for name in saved[0]}  # the names a checkpoint stores (tied once)
     state = average_state_dicts([*saved, final])

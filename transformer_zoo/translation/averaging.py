@@ -48,7 +48,7 @@ def average_state_dicts(state_dicts: Sequence[Mapping[str, torch.Tensor]]) -> di
     return averaged
 
 
-def _weights_file(path: str | os.PathLike) -> Path:
+def weights_file(path: str | os.PathLike) -> Path:
     path = Path(path)
     if path.is_dir():
         candidates = [path / WEIGHTS_NAME, path / "model" / WEIGHTS_NAME]
@@ -78,7 +78,7 @@ def average_checkpoints(paths: Sequence[str | os.PathLike]) -> tuple[dict[str, t
 
     if not paths:
         raise ValueError("Give at least one checkpoint to average.")
-    files = [_weights_file(path) for path in paths]
+    files = [weights_file(path) for path in paths]
     if len(set(map(os.path.realpath, files))) != len(files):
         raise ValueError("The same checkpoint is listed twice; each checkpoint counts once in the average.")
     with safe_open(str(files[0]), framework="pt") as handle:

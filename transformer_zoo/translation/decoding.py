@@ -14,6 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from transformers.utils import logging
+
+logger = logging.get_logger(__name__)
 
 
 @torch.no_grad()
@@ -32,9 +35,7 @@ def translate(model, tokenizer, sources: Sequence[str], *, num_beams: int = 4, l
         extra_length: outputs may be up to the batch's longest source + this many tokens.
     """
     from tqdm.auto import tqdm
-    from transformers.utils import logging
 
-    logger = logging.get_logger(__name__)
     if isinstance(sources, str):
         raise ValueError("translate() takes a list of sentences, not one string; wrap it in a list.")
     if num_beams < 1 or batch_size < 1:

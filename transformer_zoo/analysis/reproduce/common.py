@@ -161,7 +161,7 @@ def setup_line(results: Mapping[str, Any]) -> str:
     env = results["environment"]
     cpu = (f"{results['cpu_seconds'] / 60:.1f} min of CPU" if results.get("cpu_seconds") is not None
            else results.get("cpu_note", "CPU time not recorded"))
-    workers = results.get("settings", {}).get("jobs", 1) if isinstance(results.get("settings"), Mapping) else 1
+    workers = results["settings"].get("jobs", 1)  # worker processes (translation's --jobs); 1 elsewhere
     threads = (f"{workers} worker processes of 1 torch thread each" if workers > 1
                else f"{env['threads']} torch thread(s)")
     return (f"Preset `{results['preset']}`, seeds {', '.join(map(str, seeds))} ({spread}). Took {minutes:.1f} min "
