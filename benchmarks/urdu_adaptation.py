@@ -1,0 +1,426 @@
+#!/usr/bin/env python
+"""Urdu adaptation study: which way of adapting an English model to Urdu helps, measured in units that do not depend
+on the tokenizer.
+
+Each arm is one run of recipes/domain_adapt.py per seed, at the recipe's default budget (or --quick / --full), in
+its own process; the seed sets the adaptation and the downstream fine-tuning alike. Arms:
+
+  unadapted            all-MiniLM-L6-v2 as it is (its own tokenizer; a masked-LM head fitted per language)
+  none                 continued masked-LM pretraining only, no new vocabulary
+  random               + 8k Urdu pieces, rows from transformers' default resizing (Hewitt 2021)
+  mean                 + Urdu pieces, rows = mean of the old pieces spelling them (Gee et al. 2022)
+  focus                + Urdu pieces, FOCUS from fastText on the adaptation text (Dobler & de Melo 2023)
+  trans-tokenization   + Urdu pieces, aligned English pieces via eflomal on en-ur pairs (Remy et al. 2024)
+  lora                 + Urdu pieces (mean rows), LoRA adapters with only the new rows trainable (PEFT
+                       trainable_token_indices)
+  smollm2              SmolLM2-135M (Llama-style decoder), unadapted and after causal-LM continued pretraining
+                       without new vocabulary, exact bits per byte (no downstream check)
+
+Per arm: bits per byte of held-out Urdu and English (same bytes for every model), fertility, throughput, and the
+downstream "which collection" task (LoRA fine-tuning with early stopping; mean ± std over seeds; majority baseline).
+Writes, under --output-dir: study.json, study.md, bits_per_byte.png (validation bits per byte against training
+steps), downstream.png (accuracy per arm with error bars), and study.partial.jsonl with one line per finished run (a
+cut-off study keeps its runs, and a rerun skips them).
+
+    python benchmarks/urdu_adaptation.py --jobs 2                       # the committed study (docs/urdu/)
+    python benchmarks/urdu_adaptation.py --quick --arms unadapted,mean --seeds 1 --output-dir /tmp/urdu-quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+ARMS = {
+    "unadapted": ["--adapt", "false"],
+    "none": ["--extend_vocab", "false"],
+    "random": ["--extend_vocab", "true", "--embedding_init", "random"],
+    "mean": ["--extend_vocab", "true", "--embedding_init", "mean"],
+    "focus": ["--extend_vocab", "true", "--embedding_init", "focus"],
+    "trans-tokenization": ["--extend_vocab", "true", "--embedding_init", "trans-tokenization"],
+    "lora": ["--extend_vocab", "true", "--embedding_init", "mean", "--mode", "lora", "--learning_rate", "1e-3"],
+    # One run gives both the unadapted decoder and the adapted one (measure_unadapted).
+    "smollm2": ["--model", "smollm2", "--extend_vocab", "false", "--downstream", "false", "--measure_unadapted",
+                "true", "--per_device_batch_size", "8", "--max_steps", "40", "--eval_steps", "10",
+                "--save_steps", "none", "--learning_rate", "1e-4", "--bpb_sentences", "40"],
+}
+ENCODER_ARMS = ["unadapted", "none", "random", "mean", "focus", "trans-tokenization", "lora"]
+CITATIONS = {
+    "unadapted": "the starting model",
+    "none": "continued pretraining only (Gururangan et al. 2020)",
+    "random": "transformers' default resizing (Hewitt 2021)",
+    "mean": "mean of old pieces (Gee et al. 2022)",
+    "focus": "FOCUS (Dobler & de Melo 2023)",
+    "trans-tokenization": "trans-tokenization (Remy et al. 2024), eflomal (Östling & Tiedemann 2016)",
+    "lora": "LoRA (Hu et al. 2022) + trainable new rows (PEFT trainable_token_indices)",
+    "smollm2-unadapted": "SmolLM2-135M-Instruct as it is (byte-level BPE)",
+    "smollm2-none": "SmolLM2-135M-Instruct, continued causal-LM pretraining, no new vocabulary",
+}
+RECORD_ORDER = ENCODER_ARMS + ["smollm2-unadapted", "smollm2-none"]
+QUICK = ["--max_train_paragraphs", "200", "--eval_paragraphs", "30", "--urdu_vocab_size", "600", "--max_steps", "4",
+         "--eval_steps", "2", "--save_steps", "none", "--head_warmup_steps", "2", "--bpb_sentences", "4",
+         "--curve_sentences", "3", "--downstream_train_examples", "36", "--downstream_validation_examples", "12",
+         "--downstream_test_examples", "12", "--downstream_eval_steps", "2", "--per_device_batch_size", "8"]
+QUICK_SMOLLM2 = ["--max_steps", "2", "--eval_steps", "1", "--bpb_sentences", "3", "--per_device_batch_size", "2"]
+
+
+def task_flags(arm: str, seed: int, budget: str, english_task: bool, threads: int) -> list[str]:
+    flags = ["--seed", str(seed), "--downstream_seeds", str(seed), "--progress_bar", "false", "--report_to", "none",
+             "--cpu_threads", str(threads), "--overwrite_output_dir"]
+    flags += {"quick": QUICK, "full": ["--full"], "default": []}[budget]
+    flags += ARMS[arm]
+    if arm == "smollm2" and budget == "quick":
+        flags += QUICK_SMOLLM2
+    if arm == "unadapted":
+        flags += ["--downstream_models", "unadapted"]
+    elif arm != "smollm2":
+        flags += ["--measure_unadapted", "false", "--downstream_models", "adapted"]
+    if english_task and arm != "smollm2":
+        flags += ["--english_downstream", "true"]
+    return flags
+
+
+def run_task(arm: str, seed: int, budget: str, english_task: bool, threads: int, work: Path) -> list[dict]:
+    """One recipe run; the records it yields (two for smollm2: the unadapted and the adapted decoder)."""
+    out = work / arm / f"seed-{seed}"
+    command = [sys.executable, "recipes/domain_adapt.py", "--output_dir", str(out),
+               *task_flags(arm, seed, budget, english_task, threads)]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # This checkout's package, whatever an editable install points at: a study run from a snapshot of the tree
+    # keeps using that snapshot while the working tree changes.
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), TOKENIZERS_PARALLELISM="false",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    started = time.perf_counter()
+    with (out.parent / f"seed-{seed}.log").open("w") as log:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+        _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise RuntimeError(f"{arm} seed {seed} failed (exit {process.returncode}); see {out.parent}/seed-{seed}.log")
+    results = json.loads((out / "results.json").read_text())
+    common = {"seed": seed, "wall_seconds": round(time.perf_counter() - started, 1),
+              "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1), "threads": threads}
+    if arm == "smollm2":
+        return [record("smollm2-unadapted", results, "unadapted", common),
+                record("smollm2-none", results, "adapted", common)]
+    return [record(arm, results, "unadapted" if arm == "unadapted" else "adapted", common)]
+
+
+def record(arm: str, results: dict, which: str, common: dict) -> dict:
+    measures = results[which]
+    urdu, english = measures["urdu"], measures.get("english", {})
+    entry = {"arm": arm, **common, "bpb_urdu": urdu["bits_per_byte"],
+             "bpb_urdu_word_l2r": urdu.get("bits_per_byte_word_l2r"), "bpb_english": english.get("bits_per_byte"),
+             "bpb_english_word_l2r": english.get("bits_per_byte_word_l2r"), "fertility": urdu["fertility"],
+             "single_character_word_share": urdu["single_character_word_share"],
+             "unknown_share": urdu["unknown_share"], "tokens_per_byte": urdu["tokens_per_byte"],
+             "tokens_per_second": urdu.get("tokens_per_second"), "bytes_per_second": urdu.get("bytes_per_second"),
+             "steps": results["steps"] if which == "adapted" else 0, "best_step": results.get("best_step"),
+             "new_tokens": results["new_tokens"] if which == "adapted" else 0,
+             "new_row_sources": results.get("new_row_sources") if which == "adapted" else None,
+             "train_seconds": results["train_seconds"] if which == "adapted" else 0.0}
+    if which == "adapted":
+        entry["curve"] = results["curve"]
+    else:
+        entry["curve"] = [{"step": 0, "bits_per_byte": urdu.get("curve_bits_per_byte")}]
+    for language, check in (results.get("downstream") or {}).items():
+        if check and which in check:
+            run = check[which]["runs"][0]
+            entry[f"downstream_{language}"] = {k: run[k] for k in ("accuracy", "macro_f1", "steps", "best_step")}
+            entry[f"majority_{language}"] = check["majority_baseline"]["accuracy"]
+            entry["downstream_sizes"] = check["sizes"]
+    return entry
+
+
+def _mean_std(values: list[float]) -> dict:
+    values = [v for v in values if v is not None]
+    if not values:
+        return {"mean": None, "std": None, "runs": []}
+    return {"mean": statistics.mean(values), "std": statistics.stdev(values) if len(values) > 1 else None,
+            "runs": values}
+
+
+def summarise(records: list[dict], default_arm: str) -> dict:
+    """study.json: per arm, the issue's fields (means over seeds) plus spreads and runs."""
+    study: dict = {"arms": []}
+    present = {r["arm"] for r in records}
+    for arm in [a for a in RECORD_ORDER if a in present]:
+        runs = sorted((r for r in records if r["arm"] == arm), key=lambda r: r["seed"])
+        entry = {"seeds": [r["seed"] for r in runs], "description": CITATIONS[arm]}
+        for key in ("bpb_urdu", "bpb_urdu_word_l2r", "bpb_english", "bpb_english_word_l2r", "fertility",
+                    "single_character_word_share", "unknown_share", "tokens_per_byte", "tokens_per_second",
+                    "bytes_per_second", "train_seconds", "wall_seconds", "cpu_seconds"):
+            spread = _mean_std([r.get(key) for r in runs])
+            entry[key] = spread["mean"]
+            if key.startswith("bpb"):
+                entry[f"{key}_std"] = spread["std"]
+                entry[f"{key}_runs"] = spread["runs"]
+        for language in ("urdu", "english"):
+            name = "downstream_accuracy" if language == "urdu" else "downstream_english_accuracy"
+            values = [r[f"downstream_{language}"]["accuracy"] for r in runs if f"downstream_{language}" in r]
+            entry[name] = _mean_std(values) if values else None
+            f1 = [r[f"downstream_{language}"]["macro_f1"] for r in runs if f"downstream_{language}" in r]
+            entry[name.replace("accuracy", "macro_f1")] = _mean_std(f1) if f1 else None
+            if values:
+                entry[f"majority_{language}"] = runs[0][f"majority_{language}"]
+                entry["downstream_sizes"] = runs[0]["downstream_sizes"]
+        entry["curves"] = {r["seed"]: r["curve"] for r in runs}
+        entry["new_row_sources"] = runs[0].get("new_row_sources")
+        entry["steps"] = runs[0]["steps"]
+        study[arm] = entry
+        study["arms"].append(arm)
+    study["default_arm"] = default_arm
+    study["comparisons"] = {arm: compare(study, arm) for arm in study["arms"]
+                            if arm in ENCODER_ARMS and arm != "unadapted" and "unadapted" in study}
+    if "smollm2-none" in study and "smollm2-unadapted" in study:
+        study["comparisons"]["smollm2-none"] = compare(study, "smollm2-none", reference="smollm2-unadapted")
+    return study
+
+
+def compare(study: dict, arm: str, reference: str = "unadapted") -> dict:
+    """The target of the study: better than the unadapted model by more than twice the larger seed spread, on Urdu
+    bits per byte (lower is better) and on downstream accuracy. A spread from fewer than 2 seeds is unknown."""
+    out = {}
+    a, b = study[arm], study[reference]
+    pairs = [("bpb_urdu", -1), ("bpb_urdu_word_l2r", -1), ("bpb_english", -1)]
+    for key, sign in pairs:
+        if a.get(key) is None or b.get(key) is None:
+            continue
+        stds = [a.get(f"{key}_std"), b.get(f"{key}_std")]
+        out[key] = _verdict(sign * (a[key] - b[key]), None if None in stds else max(stds))
+    for key in ("downstream_accuracy", "downstream_english_accuracy"):
+        if a.get(key) and b.get(key) and a[key]["mean"] is not None:
+            stds = [a[key]["std"], b[key]["std"]]
+            out[key] = _verdict(a[key]["mean"] - b[key]["mean"], None if None in stds else max(stds))
+    urdu = [out.get("bpb_urdu"), out.get("downstream_accuracy")]
+    out["target_met"] = all(v is not None and v["verdict"] == "better by more than twice the seed spread"
+                            for v in urdu)
+    return out
+
+
+def _verdict(gain: float, spread: float | None) -> dict:
+    if spread is None:
+        verdict = "seed spread unknown (fewer than 2 seeds)"
+    elif gain > 2 * spread:
+        verdict = "better by more than twice the seed spread"
+    elif gain > spread:
+        verdict = "better by more than the seed spread, not twice"
+    elif gain < -spread:
+        verdict = "worse by more than the seed spread"
+    else:
+        verdict = "within the seed spread"
+    return {"gain": gain, "spread": spread, "verdict": verdict}
+
+
+def recipe_default_arm() -> str:
+    """The arm the recipe's no-argument default runs (MiniLM's tokenizer is poor on Urdu, so 'auto' extends)."""
+    sys.path.insert(0, str(ROOT))
+    from transformer_zoo.training.domain_adaptation import build_parser
+
+    defaults = build_parser().parse_args([])
+    if defaults.extend_vocab == "false":
+        return "none"
+    return "lora" if defaults.mode == "lora" else defaults.embedding_init
+
+
+def _fmt(value, spec=".4f") -> str:
+    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def _pm(entry: dict | None, spec=".3f") -> str:
+    if not entry or entry.get("mean") is None:
+        return "—"
+    std = "spread unknown" if entry.get("std") is None else format(entry["std"], spec)
+    return f"{format(entry['mean'], spec)} ± {std}"
+
+
+def _bpb(entry: dict, key: str) -> str:
+    if entry.get(key) is None:
+        return "—"
+    std = entry.get(f"{key}_std")
+    return f"{entry[key]:.3f}" + ("" if std is None else f" ± {std:.3f}")
+
+
+def markdown(study: dict, setup: dict) -> str:
+    lines = ["# Urdu adaptation study", "",
+             f"`python benchmarks/urdu_adaptation.py {setup['command']}` — {setup['when']}; {setup['machine']}.", "",
+             "Bits per byte (lower is better) on the same held-out test-split sentences for every model; the "
+             "masked-LM encoders' is the pseudo-log-likelihood (Salazar et al. 2020) and its word-l2r variant (Kauf & "
+             "Ivanova 2023), the decoder's is exact. Downstream: LoRA fine-tuning on the 6-class 'which collection' "
+             "task, test accuracy, mean ± std over seeds. The recipe's default is marked ★.", "",
+             "| arm | method | Urdu bpb | Urdu bpb (word-l2r) | English bpb | fertility | Urdu bytes/s | "
+             "downstream accuracy (Urdu) | macro-F1 (Urdu) | accuracy (English task) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for arm in study["arms"]:
+        e = study[arm]
+        star = " ★" if arm == study["default_arm"] else ""
+        lines.append(f"| {arm}{star} | {e['description']} | {_bpb(e, 'bpb_urdu')} | {_bpb(e, 'bpb_urdu_word_l2r')} | "
+                     f"{_bpb(e, 'bpb_english')} | {_fmt(e['fertility'], '.2f')} | "
+                     f"{_fmt(e['bytes_per_second'], ',.0f')} | {_pm(e['downstream_accuracy'])} | "
+                     f"{_pm(e['downstream_macro_f1'])} | {_pm(e['downstream_english_accuracy'])} |")
+    majority = next((study[a].get("majority_urdu") for a in study["arms"] if study[a].get("majority_urdu")), None)
+    sizes = next((study[a].get("downstream_sizes") for a in study["arms"] if study[a].get("downstream_sizes")), None)
+    lines += ["", f"Majority-class accuracy: {_fmt(majority, '.3f')}"
+              + (f"; {sizes['train']} training / {sizes['validation']} validation / {sizes['test']} test "
+                 "paragraphs." if sizes else "."), "", "## Against the unadapted model", "",
+              "| arm | Urdu bpb gain | downstream accuracy gain | English bpb gain | target met |", "|---|---|---|---|---|"]
+    for arm, comparison in study["comparisons"].items():
+        cells = []
+        for key in ("bpb_urdu", "downstream_accuracy", "bpb_english"):
+            value = comparison.get(key)
+            cells.append("—" if value is None else f"{value['gain']:+.3f} ({value['verdict']})")
+        lines.append(f"| {arm} | " + " | ".join(cells) + f" | {'yes' if comparison['target_met'] else 'no'} |")
+    lines += ["", "Gains are signed so that positive is better (bits per byte: unadapted minus arm). The target: "
+              "better on Urdu bits per byte and on downstream accuracy by more than twice the larger seed standard "
+              "deviation."]
+    return "\n".join(lines) + "\n"
+
+
+def plots(study: dict, folder: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(8, 5))
+    for arm in study["arms"]:
+        curves = list(study[arm]["curves"].values())
+        if not curves or len(curves[0]) < 2:
+            continue
+        steps = [point["step"] for point in curves[0]]
+        means = [statistics.mean(c[i]["bits_per_byte"] for c in curves if i < len(c)) for i in range(len(steps))]
+        axis.plot(steps, means, "o-", markersize=3, label=arm)
+    for arm in ("unadapted", "smollm2-unadapted"):
+        if arm in study:
+            values = [c[0]["bits_per_byte"] for c in study[arm]["curves"].values() if c and c[0]["bits_per_byte"]]
+            if values:
+                axis.axhline(statistics.mean(values), linestyle="--", color="grey" if arm == "unadapted" else "black",
+                             label=f"{arm} (own tokenizer)")
+    axis.set_xlabel("continued-pretraining step")
+    axis.set_ylabel("validation bits per byte (lower is better)")
+    axis.set_title("Held-out Urdu bits per byte during adaptation (mean over seeds)")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(folder / "bits_per_byte.png", dpi=120)
+    plt.close(figure)
+
+    arms = [a for a in study["arms"] if study[a].get("downstream_accuracy")]
+    if not arms:
+        return
+    figure, axis = plt.subplots(figsize=(8, 4.5))
+    means = [study[a]["downstream_accuracy"]["mean"] for a in arms]
+    stds = [study[a]["downstream_accuracy"]["std"] or 0.0 for a in arms]
+    colours = ["tab:orange" if a == study["default_arm"] else "tab:grey" if a == "unadapted" else "tab:blue"
+               for a in arms]
+    axis.bar(range(len(arms)), means, yerr=stds, capsize=4, color=colours)
+    for index, arm in enumerate(arms):
+        for value in study[arm]["downstream_accuracy"]["runs"]:
+            axis.plot(index, value, "k.", markersize=4)
+    majority = study[arms[0]].get("majority_urdu")
+    if majority:
+        axis.axhline(majority, linestyle=":", color="black", label="majority class")
+        axis.legend(fontsize=8)
+    axis.set_xticks(range(len(arms)), arms, rotation=20)
+    axis.set_ylabel("test accuracy (mean ± std over seeds)")
+    axis.set_title("Urdu 'which collection' task after LoRA fine-tuning")
+    figure.tight_layout()
+    figure.savefig(folder / "downstream.png", dpi=120)
+    plt.close(figure)
+
+
+def write_outputs(records: list[dict], folder: Path, setup: dict) -> dict:
+    study = summarise(records, recipe_default_arm())
+    study["setup"] = setup
+    (folder / "study.json").write_text(json.dumps(study, indent=2) + "\n")
+    (folder / "study.md").write_text(markdown(study, setup))
+    plots(study, folder)
+    return study
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--arms", default=",".join(ARMS),
+                        help=f"comma-separated arms (default: all: {', '.join(ARMS)})")
+    parser.add_argument("--seeds", default="1,2,3", help="comma-separated seeds, each arm once per seed")
+    budget = parser.add_mutually_exclusive_group()
+    budget.add_argument("--quick", action="store_true", help="a tiny budget (seconds per run): checks the pipeline")
+    budget.add_argument("--full", action="store_true", help="the recipe's --full preset (hours per run on 2 cores)")
+    parser.add_argument("--english-task-arms", default="unadapted,DEFAULT",
+                        help="arms that also run the English version of the downstream task ('DEFAULT' = the "
+                        "recipe's default arm; 'none'); it doubles their downstream time")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="runs at a time, each on cpu-count/jobs threads (2 on 2 cores: one thread each)")
+    parser.add_argument("--output-dir", type=Path, default=ROOT / "docs" / "urdu",
+                        help="where study.json/.md/.png and study.partial.jsonl go")
+    parser.add_argument("--work-dir", type=Path, default=None,
+                        help="the runs' output folders (default: OUTPUT_DIR/runs, not committed)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="rebuild study.json/.md/.png from study.partial.jsonl without running anything")
+    args = parser.parse_args(argv)
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown:
+        parser.error(f"unknown arm(s) {', '.join(unknown)}; choose from {', '.join(ARMS)}")
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        parser.error(f"--seeds takes comma-separated integers, got {args.seeds!r}")
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
+    default_arm = recipe_default_arm()
+    english = {a.strip().replace("DEFAULT", default_arm) for a in args.english_task_arms.split(",")} - {"none"}
+    budget_name = "quick" if args.quick else "full" if args.full else "default"
+    folder = args.output_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    work = args.work_dir or folder / "runs"
+    partial = folder / "study.partial.jsonl"
+    records = [json.loads(line) for line in partial.read_text().splitlines() if line.strip()] \
+        if partial.is_file() else []
+    setup = {"command": " ".join(argv if argv is not None else sys.argv[1:]),
+             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "budget": budget_name,
+             "machine": f"{os.cpu_count()} CPU cores, torch threads per run {max(1, (os.cpu_count() or 1) // args.jobs)},"
+                        f" {args.jobs} run(s) at a time", "load_average_start": os.getloadavg(),
+             "english_task_arms": sorted(english)}
+    if args.report_only:
+        return write_outputs(records, folder, setup)
+    done = {(r["arm"].split("-")[0] if r["arm"].startswith("smollm2") else r["arm"], r["seed"]) for r in records}
+    # Seed by seed, so that a cut-off study has every arm at the first seeds; the decoder once (first seed).
+    tasks = [(arm, seed) for seed in seeds for arm in arms if (arm, seed) not in done
+             and not (arm == "smollm2" and seed != seeds[0])]
+    threads = max(1, (os.cpu_count() or 1) // args.jobs)
+    print(f"{len(tasks)} runs to do ({len(done)} already in {partial}); {args.jobs} at a time.", flush=True)
+
+    def one(task):
+        arm, seed = task
+        started = time.perf_counter()
+        new = run_task(arm, seed, budget_name, arm in english, threads, work)
+        with partial.open("a") as handle:
+            for entry in new:
+                handle.write(json.dumps(entry) + "\n")
+        records.extend(new)
+        print(f"{arm} seed {seed}: done in {time.perf_counter() - started:.0f} s; "
+              + "; ".join(f"{e['arm']} Urdu bpb {e['bpb_urdu']:.4f}"
+                          + (f", accuracy {e['downstream_urdu']['accuracy']:.3f}" if 'downstream_urdu' in e else "")
+                          for e in new), flush=True)
+        return new
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for _ in pool.map(one, tasks):
+            setup["load_average_end"] = os.getloadavg()
+            write_outputs(records, folder, setup)
+    setup["load_average_end"] = os.getloadavg()
+    return write_outputs(records, folder, setup)
+
+
+if __name__ == "__main__":
+    main()
