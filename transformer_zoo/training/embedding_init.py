@@ -1,6 +1,6 @@
 """Initialising the embedding rows of new vocabulary pieces (vocabulary extension for language adaptation).
 
-Each method fills the rows of the pieces appended by `domain_adaptation.extend_tokenizer`; the original rows are
+Each method fills the rows of the pieces appended by `vocabulary_extension.extend_tokenizer`; the original rows are
 never changed. Chosen by name (`--embedding_init`) from EMBEDDING_INITS:
 
 * ``random``: transformers' own default for `resize_token_embeddings` (mean_resizing=True: new rows are drawn from

@@ -1,0 +1,115 @@
+"""The domain-adaptation recipe's downstream check: LoRA fine-tuning of the unadapted and the adapted model on the same
+labelled task, the same way, over seeds, with the comparison against the seed spread."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import datasets
+from transformers.utils import logging as hf_logging
+
+from .. import ZooEncoderForMaskedLM, ZooEncoderModel
+from ..metrics import majority_baseline, mean_std
+from .adaptation_data import normalise_dataset, stratified_subset
+
+
+logger = hf_logging.get_logger(__name__)
+
+
+def classification_start(model, pooler_state: dict | None, tokenizer, folder: Path, accelerator) -> str:
+    """Save a folder the fine-tuning recipe loads as a classifier's starting point: for an encoder, the backbone
+    with the source's pooler (so base and adapted model start the classifier from the same pooler); otherwise the
+    language model itself. Both models of the downstream check go through this, so they load the same way."""
+    if accelerator.is_main_process:
+        if isinstance(model, ZooEncoderForMaskedLM):
+            encoder = ZooEncoderModel(model.config, add_pooling_layer=True)
+            missing, unexpected = encoder.load_state_dict(model.model.state_dict(), strict=False)
+            if unexpected or any(not name.startswith("pooler.") for name in missing):
+                raise RuntimeError(f"The encoder does not fit: missing {missing}, unexpected {unexpected}.")
+            if pooler_state is not None:
+                encoder.pooler.load_state_dict(pooler_state)
+            encoder.save_pretrained(folder)
+        else:
+            model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+    accelerator.wait_for_everyone()
+    return str(folder)
+
+
+def downstream_check(args, corpus: datasets.DatasetDict, options: dict | None, card: dict, specs: dict[str, str],
+                     accelerator, output_dir: Path, dataset_name: str) -> dict | None:
+    """LoRA fine-tuning of each model in `specs` (name -> classification_start folder) on the labelled `corpus`,
+    the same way, seeds --downstream_seeds, with early stopping on validation accuracy."""
+    from . import finetuning
+
+    if "label" not in corpus["train"].column_names:
+        logger.warning(f"{dataset_name!r} has no labels: the downstream check is skipped (use hadith-ur).")
+        return None
+    # The same normalised text for every model; test paragraphs come from the test split, which adaptation never
+    # reads.
+    task_corpus = datasets.DatasetDict(
+        train=stratified_subset(corpus["train"], args.downstream_train_examples, args.data_seed),
+        validation=stratified_subset(corpus["validation"], args.downstream_validation_examples, args.data_seed),
+        test=stratified_subset(corpus["test"], args.downstream_test_examples, args.data_seed),
+    )
+    if options is not None:
+        task_corpus = datasets.DatasetDict({k: normalise_dataset(v, options) for k, v in task_corpus.items()})
+    names = corpus["train"].features["label"].names
+    task_data = finetuning.TaskData(task_corpus, names, dict(card, sizes={k: len(v) for k, v in task_corpus.items()}))
+    parser = finetuning.build_parser()
+    summary = {}
+    for name, spec in specs.items():
+        argv = ["--model", spec, "--task", "sequence-classification", "--mode", "lora", "--dataset", dataset_name,
+                "--max_length", str(args.downstream_max_length), "--num_epochs", str(args.downstream_epochs),
+                "--learning_rate", str(args.downstream_learning_rate),
+                "--attention_dropout", str(args.downstream_attention_dropout),
+                "--per_device_batch_size", str(args.downstream_batch_size),
+                "--eval_steps", str(args.downstream_eval_steps), "--save_steps", "none",
+                "--early_stopping_patience", str(args.downstream_patience),
+                "--report_to", "none", "--progress_bar", str(args.progress_bar),
+                "--mixed_precision", args.mixed_precision, "--merge_lora", "false"]
+        fine_args = parser.parse_args(argv)
+        runs = []
+        for seed in args.downstream_seeds:
+            folder = output_dir / name / f"seed-{seed}"
+            runs.append(finetuning.run_once(fine_args, seed, folder, accelerator, task_data))
+            if accelerator.is_main_process:
+                print(f"downstream ({dataset_name}) {name} seed {seed}: test accuracy "
+                      f"{runs[-1]['test']['accuracy']:.4f}, macro-F1 {runs[-1]['test']['macro_f1']:.4f} "
+                      f"({runs[-1]['steps']} steps, best at {runs[-1]['best_step']})", flush=True)
+        summary[name] = {
+            "runs": [{"seed": r["seed"], "steps": r["steps"], "best_step": r["best_step"],
+                      "train_seconds": r["train_seconds"], **{k: r["test"][k] for k in ("accuracy", "macro_f1")}}
+                     for r in runs],
+            **{k: dict(zip(("mean", "std"), mean_std([r["test"][k] for r in runs]))) for k in ("accuracy",
+                                                                                            "macro_f1")},
+        }
+    baseline = majority_baseline(list(task_corpus["train"]["label"]), list(task_corpus["test"]["label"]))
+    summary["majority_baseline"] = {k: baseline[k] for k in ("accuracy", "macro_f1") if k in baseline}
+    summary["sizes"] = {k: len(v) for k, v in task_corpus.items()}
+    summary["seeds"] = list(args.downstream_seeds)
+    if "unadapted" in summary and "adapted" in summary:
+        summary["comparison"] = compare_over_seeds(summary["adapted"]["accuracy"], summary["unadapted"]["accuracy"],
+                                                   len(args.downstream_seeds))
+    return summary
+
+
+def compare_over_seeds(adapted: dict, unadapted: dict, seeds: int, higher_is_better: bool = True) -> dict:
+    """The gain of adapted over unadapted (mean ± std dicts over `seeds` seeds) against the larger seed spread.
+
+    With fewer than two seeds there is no spread to compare with: the verdict says so instead of pretending the
+    spread is zero."""
+    gain = (adapted["mean"] - unadapted["mean"]) * (1 if higher_is_better else -1)
+    if seeds < 2:
+        return {"gain": gain, "spread": None,
+                "verdict": "the seed spread is unknown (fewer than 2 seeds); run more --downstream_seeds"}
+    spread = max(adapted["std"], unadapted["std"])
+    if gain > 2 * spread:
+        verdict = "better by more than twice the seed spread"
+    elif gain > spread:
+        verdict = "better by more than the seed spread, but not twice it"
+    elif gain < -spread:
+        verdict = "WORSE by more than the seed spread"
+    else:
+        verdict = "no difference beyond the seed spread"
+    return {"gain": gain, "spread": spread, "verdict": verdict}
