@@ -108,6 +108,10 @@ def write_card(args, lm, adapted, data, results: dict, tables, accelerator, outp
         "Bits per byte are measured on the same held-out bytes for the unadapted model (with its own tokenizer) and "
         "the adapted one, so they compare across tokenizers; per-token losses would not.",
     ]
+    if args.dataset == DEFAULT_DATASET:
+        notes.append("benchmarks/urdu_adaptation.py in the transformer-zoo repository compares this recipe's "
+                     "initialisations of the new rows (and no extension, LoRA, a decoder) over 3 seeds at this "
+                     "budget; its committed results are docs/urdu/study.md.")
     for language, check in (results.get("downstream") or {}).items():
         if check and "comparison" in check:
             notes.append(f"Downstream ({language}): accuracy gain {check['comparison']['gain']:+.3f}, "

@@ -1,0 +1,96 @@
+"""benchmarks/urdu_adaptation.py: the study's summary (issue-shaped study.json, verdicts against the seed spread, the
+recipe's default arm) on hand-made runs, and a --quick run end to end."""
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("urdu_adaptation", ROOT / "benchmarks" / "urdu_adaptation.py")
+study_module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(study_module)
+
+
+def run_record(arm, seed, bpb, accuracy, english=2.0):
+    return {"arm": arm, "seed": seed, "bpb_urdu": bpb, "bpb_urdu_word_l2r": bpb + 0.01, "bpb_english": english,
+            "bpb_english_word_l2r": english, "fertility": 1.0, "single_character_word_share": 0.0,
+            "unknown_share": 0.0, "tokens_per_byte": 0.2, "tokens_per_second": 100.0, "bytes_per_second": 500.0,
+            "train_seconds": 1.0, "wall_seconds": 2.0, "cpu_seconds": 2.0, "steps": 10, "new_tokens": 5,
+            "new_row_sources": None, "curve": [{"step": 0, "bits_per_byte": bpb + 1}, {"step": 10, "bits_per_byte": bpb}],
+            "downstream_urdu": {"accuracy": accuracy, "macro_f1": accuracy / 2, "steps": 10, "best_step": 10},
+            "majority_urdu": 0.2, "downstream_sizes": {"train": 10, "validation": 5, "test": 5}}
+
+
+def test_summary_has_the_issue_shape_and_judges_against_twice_the_spread():
+    records = [run_record("unadapted", s, 3.0 + 0.01 * s, 0.50 + 0.01 * s) for s in (1, 2, 3)]
+    records += [run_record("mean", s, 1.0 + 0.01 * s, 0.60 + 0.01 * s, english=3.0) for s in (1, 2, 3)]
+    records += [run_record("random", s, 1.5, 0.505 + 0.01 * s) for s in (1, 2, 3)]
+    study = study_module.summarise(records, "mean")
+    assert study["arms"] == ["unadapted", "random", "mean"]  # the documented order, not completion order
+    assert study["default_arm"] == "mean"
+    for arm in ("unadapted", "mean", "random"):
+        entry = study[arm]
+        assert isinstance(entry["bpb_urdu"], float) and isinstance(entry["bpb_english"], float)
+        assert isinstance(entry["fertility"], float)
+        assert set(entry["downstream_accuracy"]) == {"mean", "std", "runs"}
+    assert study["mean"]["downstream_accuracy"]["mean"] == pytest.approx(0.62)
+    assert study["mean"]["downstream_accuracy"]["std"] == pytest.approx(0.01)
+    assert study["mean"]["bpb_urdu_std"] == pytest.approx(0.01)
+    mean = study["comparisons"]["mean"]
+    assert mean["bpb_urdu"]["gain"] == pytest.approx(2.0) and mean["downstream_accuracy"]["gain"] == pytest.approx(0.1)
+    assert mean["target_met"] is True
+    assert mean["bpb_english"]["verdict"] == "worse by more than the seed spread"
+    # random: gain 0.005 against a spread of 0.01 -> within the spread
+    assert study["comparisons"]["random"]["downstream_accuracy"]["verdict"] == "within the seed spread"
+    assert study["comparisons"]["random"]["target_met"] is False
+
+
+def test_one_seed_says_the_spread_is_unknown():
+    records = [run_record("unadapted", 1, 3.0, 0.5), run_record("mean", 1, 1.0, 0.9)]
+    study = study_module.summarise(records, "mean")
+    assert study["mean"]["downstream_accuracy"]["std"] is None
+    assert study["comparisons"]["mean"]["downstream_accuracy"]["verdict"] == "seed spread unknown (fewer than 2 seeds)"
+    assert study["comparisons"]["mean"]["target_met"] is False
+    text = study_module.markdown(study, {"command": "x", "when": "now", "machine": "m"})
+    assert "spread unknown" in text and "± 0.000" not in text
+
+
+def test_the_study_names_the_recipe_default():
+    from transformer_zoo.training.domain_adaptation import DEFAULT_EMBEDDING_INIT, build_parser
+
+    defaults = build_parser().parse_args([])
+    assert defaults.mode == "full" and defaults.extend_vocab == "auto"
+    assert study_module.recipe_default_arm() == DEFAULT_EMBEDDING_INIT
+
+
+def test_bad_arguments_are_refused(capsys):
+    with pytest.raises(SystemExit):
+        study_module.main(["--arms", "unadapted,magic", "--output-dir", "/tmp/never"])
+    assert "unknown arm(s) magic" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        study_module.main(["--seeds", "one", "--output-dir", "/tmp/never"])
+    assert "comma-separated integers" in capsys.readouterr().err
+
+
+def test_quick_study_end_to_end(tmp_path):
+    """Two arms, one seed, the --quick budget: real recipe runs in their own processes, then the outputs; a rerun
+    skips what is done."""
+    out = tmp_path / "study"
+    study = study_module.main(["--quick", "--arms", "unadapted,mean", "--seeds", "1", "--output-dir", str(out),
+                               "--english-task-arms", "none"])
+    assert study["arms"] == ["unadapted", "mean"]
+    on_disk = json.loads((out / "study.json").read_text())
+    for arm in ("unadapted", "mean"):
+        assert math.isfinite(on_disk[arm]["bpb_urdu"]) and math.isfinite(on_disk[arm]["bpb_english"])
+        assert on_disk[arm]["downstream_accuracy"]["runs"] and on_disk[arm]["downstream_accuracy"]["std"] is None
+    assert on_disk["mean"]["fertility"] < on_disk["unadapted"]["fertility"] / 1.5
+    assert len(on_disk["mean"]["curves"]["1"]) >= 2
+    for name in ("study.md", "bits_per_byte.png", "downstream.png", "study.partial.jsonl"):
+        assert (out / name).is_file(), name
+    lines = (out / "study.partial.jsonl").read_text().splitlines()
+    again = study_module.main(["--quick", "--arms", "unadapted,mean", "--seeds", "1", "--output-dir", str(out)])
+    assert (out / "study.partial.jsonl").read_text().splitlines() == lines  # nothing was rerun
+    assert again["mean"]["bpb_urdu"] == study["mean"]["bpb_urdu"]
