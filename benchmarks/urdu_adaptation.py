@@ -400,10 +400,17 @@ def main(argv=None) -> dict:
     threads = max(1, (os.cpu_count() or 1) // args.jobs)
     print(f"{len(tasks)} runs to do ({len(done)} already in {partial}); {args.jobs} at a time.", flush=True)
 
+    failures = []
+
     def one(task):
         arm, seed = task
         started = time.perf_counter()
-        new = run_task(arm, seed, budget_name, arm in english, threads, work)
+        try:
+            new = run_task(arm, seed, budget_name, arm in english, threads, work)
+        except RuntimeError as error:  # one failed run must not stop the others; it is reported at the end
+            failures.append(str(error))
+            print(f"FAILED: {error}", flush=True)
+            return []
         with partial.open("a") as handle:
             for entry in new:
                 handle.write(json.dumps(entry) + "\n")
@@ -419,7 +426,10 @@ def main(argv=None) -> dict:
             setup["load_average_end"] = os.getloadavg()
             write_outputs(records, folder, setup)
     setup["load_average_end"] = os.getloadavg()
-    return write_outputs(records, folder, setup)
+    study = write_outputs(records, folder, setup)
+    if failures:
+        raise SystemExit(f"{len(failures)} run(s) failed: " + "; ".join(failures))
+    return study
 
 
 if __name__ == "__main__":

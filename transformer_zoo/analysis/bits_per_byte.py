@@ -103,6 +103,8 @@ def _masked_position_logits(model, input_ids, attention_mask, rows, positions):
     """Vocabulary logits at one position per row. A zoo masked LM (a backbone `model.model` and a prediction head
     `model.lm_head`) runs its head on those positions alone: the same numbers as the full forward, without projecting
     every other position onto the vocabulary (most of a small encoder's forward with a 30 k vocabulary)."""
+    if hasattr(model, "get_base_model"):  # PEFT injects its adapters in place: the base model runs them
+        model = model.get_base_model()
     backbone, head = getattr(model, "model", None), getattr(model, "lm_head", None)
     if backbone is not None and head is not None and getattr(model.config, "model_type", None) == "zoo_encoder":
         hidden = backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
