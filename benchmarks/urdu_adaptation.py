@@ -41,13 +41,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# Continued pretraining of every weight at the rate the committed study used (the recipe's default is LoRA).
+FULL = ["--mode", "full", "--learning_rate", "5e-4"]
 ARMS = {
     "unadapted": ["--adapt", "false"],
-    "none": ["--extend_vocab", "false"],
-    "random": ["--extend_vocab", "true", "--embedding_init", "random"],
-    "mean": ["--extend_vocab", "true", "--embedding_init", "mean"],
-    "focus": ["--extend_vocab", "true", "--embedding_init", "focus"],
-    "trans-tokenization": ["--extend_vocab", "true", "--embedding_init", "trans-tokenization"],
+    "none": ["--extend_vocab", "false", *FULL],
+    "random": ["--extend_vocab", "true", "--embedding_init", "random", *FULL],
+    "mean": ["--extend_vocab", "true", "--embedding_init", "mean", *FULL],
+    "focus": ["--extend_vocab", "true", "--embedding_init", "focus", *FULL],
+    "trans-tokenization": ["--extend_vocab", "true", "--embedding_init", "trans-tokenization", *FULL],
     "lora": ["--extend_vocab", "true", "--embedding_init", "mean", "--mode", "lora", "--learning_rate", "1e-3"],
     # One run gives both the unadapted decoder and the adapted one (measure_unadapted).
     "smollm2": ["--model", "smollm2", "--extend_vocab", "false", "--downstream", "false", "--measure_unadapted",
@@ -355,6 +357,9 @@ def main(argv=None) -> dict:
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--quick", action="store_true", help="a tiny budget (seconds per run): checks the pipeline")
     budget.add_argument("--full", action="store_true", help="the recipe's --full preset (hours per run on 2 cores)")
+    parser.add_argument("--tasks", default=None,
+                        help="explicit runs in this order, as arm:seed pairs (e.g. mean:2,unadapted:3); overrides the "
+                        "seed-by-seed order of --arms x --seeds (to finish the most needed runs first)")
     parser.add_argument("--english-task-arms", default="unadapted,DEFAULT",
                         help="arms that also run the English version of the downstream task ('DEFAULT' = the "
                         "recipe's default arm; 'none'); it doubles their downstream time")
@@ -397,6 +402,15 @@ def main(argv=None) -> dict:
     # Seed by seed, so that a cut-off study has every arm at the first seeds; the decoder once (first seed).
     tasks = [(arm, seed) for seed in seeds for arm in arms if (arm, seed) not in done
              and not (arm == "smollm2" and seed != seeds[0])]
+    if args.tasks:
+        try:
+            wanted = [(part.split(":")[0].strip(), int(part.split(":")[1])) for part in args.tasks.split(",")]
+        except (IndexError, ValueError):
+            parser.error(f"--tasks takes arm:seed pairs, got {args.tasks!r}")
+        bad = [arm for arm, _ in wanted if arm not in ARMS]
+        if bad:
+            parser.error(f"unknown arm(s) in --tasks: {', '.join(bad)}")
+        tasks = [task for task in wanted if task not in done]
     threads = max(1, (os.cpu_count() or 1) // args.jobs)
     print(f"{len(tasks)} runs to do ({len(done)} already in {partial}); {args.jobs} at a time.", flush=True)
 

@@ -59,11 +59,16 @@ def test_one_seed_says_the_spread_is_unknown():
 
 
 def test_the_study_names_the_recipe_default():
-    from transformer_zoo.training.domain_adaptation import DEFAULT_EMBEDDING_INIT, build_parser
+    from transformer_zoo.training.domain_adaptation import build_parser
 
     defaults = build_parser().parse_args([])
-    assert defaults.mode == "full" and defaults.extend_vocab == "auto"
-    assert study_module.recipe_default_arm() == DEFAULT_EMBEDDING_INIT
+    assert defaults.mode == "lora" and defaults.extend_vocab == "auto" and defaults.embedding_init == "mean"
+    assert study_module.recipe_default_arm() == "lora"
+    # The arm's own flags give the recipe's defaults, so the study's "lora" arm is what the default runs.
+    flags = study_module.ARMS["lora"]
+    assert build_parser().parse_args(flags).learning_rate == defaults.learning_rate
+    for arm in ("none", "random", "mean", "focus", "trans-tokenization"):
+        assert build_parser().parse_args(study_module.ARMS[arm]).mode == "full"
 
 
 def test_bad_arguments_are_refused(capsys):
