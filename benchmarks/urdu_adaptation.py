@@ -255,18 +255,19 @@ def _bpb(entry: dict, key: str) -> str:
 
 def markdown(study: dict, setup: dict) -> str:
     lines = ["# Urdu adaptation study", "",
-             f"`python benchmarks/urdu_adaptation.py {setup['command']}` — {setup['when']}; {setup['machine']}.", "",
+             f"`python benchmarks/urdu_adaptation.py {setup['command']}` — {setup['when']}; {setup['machine']}."
+             + (f" {setup['note']}" if setup.get("note") else ""), "",
              "Bits per byte (lower is better) on the same held-out test-split sentences for every model; the "
              "masked-LM encoders' is the pseudo-log-likelihood (Salazar et al. 2020) and its word-l2r variant (Kauf & "
              "Ivanova 2023), the decoder's is exact. Downstream: LoRA fine-tuning on the 6-class 'which collection' "
              "task, test accuracy, mean ± std over seeds. The recipe's default is marked ★.", "",
-             "| arm | method | Urdu bpb | Urdu bpb (word-l2r) | English bpb | fertility | Urdu bytes/s | "
+             "| arm | method | seeds | Urdu bpb | Urdu bpb (word-l2r) | English bpb | fertility | Urdu bytes/s | "
              "downstream accuracy (Urdu) | macro-F1 (Urdu) | accuracy (English task) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for arm in study["arms"]:
         e = study[arm]
         star = " ★" if arm == study["default_arm"] else ""
-        lines.append(f"| {arm}{star} | {e['description']} | {_bpb(e, 'bpb_urdu')} | {_bpb(e, 'bpb_urdu_word_l2r')} | "
+        lines.append(f"| {arm}{star} | {e['description']} | {','.join(map(str, e['seeds']))} | {_bpb(e, 'bpb_urdu')} | {_bpb(e, 'bpb_urdu_word_l2r')} | "
                      f"{_bpb(e, 'bpb_english')} | {_fmt(e['fertility'], '.2f')} | "
                      f"{_fmt(e['bytes_per_second'], ',.0f')} | {_pm(e['downstream_accuracy'])} | "
                      f"{_pm(e['downstream_macro_f1'])} | {_pm(e['downstream_english_accuracy'])} |")
@@ -274,7 +275,10 @@ def markdown(study: dict, setup: dict) -> str:
     sizes = next((study[a].get("downstream_sizes") for a in study["arms"] if study[a].get("downstream_sizes")), None)
     lines += ["", f"Majority-class accuracy: {_fmt(majority, '.3f')}"
               + (f"; {sizes['train']} training / {sizes['validation']} validation / {sizes['test']} test "
-                 "paragraphs." if sizes else "."), "", "## Against the unadapted model", "",
+                 "paragraphs." if sizes else "."), "",
+              "Forward throughput (bytes/s) was timed while the study's runs shared the cores, so it is noisy; the "
+              "tokens per byte behind it (study.json) are exact. A seed sets both the adaptation and the downstream "
+              "fine-tuning.", "", "## Against the unadapted model", "",
               "| arm | Urdu bpb gain | downstream accuracy gain | English bpb gain | target met |", "|---|---|---|---|---|"]
     for arm, comparison in study["comparisons"].items():
         cells = []
@@ -397,6 +401,10 @@ def main(argv=None) -> dict:
                         f" {args.jobs} run(s) at a time", "load_average_start": os.getloadavg(),
              "english_task_arms": sorted(english)}
     if args.report_only:
+        previous = folder / "study.json"
+        if previous.is_file():  # the runs' own set-up (command, machine, load), not this rebuild's
+            setup = dict(json.loads(previous.read_text()).get("setup", setup),
+                         rebuilt=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
         return write_outputs(records, folder, setup)
     done = {(r["arm"].split("-")[0] if r["arm"].startswith("smollm2") else r["arm"], r["seed"]) for r in records}
     # Seed by seed, so that a cut-off study has every arm at the first seeds; the decoder once (first seed).
