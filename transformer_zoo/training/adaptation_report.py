@@ -110,7 +110,7 @@ def write_card(args, lm, adapted, data, results: dict, tables, accelerator, outp
     ]
     if args.dataset == DEFAULT_DATASET:
         notes.append("benchmarks/urdu_adaptation.py in the transformer-zoo repository compares this recipe's "
-                     "initialisations of the new rows (and no extension, LoRA, a decoder) over 3 seeds at this "
+                     "initialisations of the new rows (and no extension, LoRA, a decoder) over up to 3 seeds at this "
                      "budget; its committed results are docs/urdu/study.md.")
     for language, check in (results.get("downstream") or {}).items():
         if check and "comparison" in check:
