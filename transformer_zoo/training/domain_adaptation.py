@@ -153,7 +153,8 @@ def build_parser() -> RecipeArgumentParser:
                        help="LoRA adapters, with only the new token rows of the embedding trainable (PEFT's "
                        "trainable_token_indices) and a new prediction head trained in full; or continued pretraining "
                        "of every weight (use --learning_rate 5e-4 with it, as docs/urdu/study.md did). Default lora: "
-                       "the study's best downstream accuracy at this budget, in half the time of full training.")
+                       "the study's best mean downstream accuracy at this budget, forgetting less English than full "
+                       "training from the same rows.")
     model.add_argument("--lora_rank", type=int, default=16, help="LoRA rank for --mode lora.")
     model.add_argument("--lora_alpha", type=float, default=32.0, help="LoRA alpha for --mode lora.")
     model.add_argument("--lora_target_modules", type=comma_list, default=None,
