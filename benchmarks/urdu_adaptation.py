@@ -40,6 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this checkout's transformer_zoo (the verdicts and the recipe's defaults come from it)
 
 # Continued pretraining of every weight at the rate the committed study used (the recipe's default is LoRA).
 FULL = ["--mode", "full", "--learning_rate", "5e-4"]
@@ -211,22 +212,13 @@ def compare(study: dict, arm: str, reference: str = "unadapted") -> dict:
 
 
 def _verdict(gain: float, spread: float | None) -> dict:
-    if spread is None:
-        verdict = "seed spread unknown (fewer than 2 seeds)"
-    elif gain > 2 * spread:
-        verdict = "better by more than twice the seed spread"
-    elif gain > spread:
-        verdict = "better by more than the seed spread, not twice"
-    elif gain < -spread:
-        verdict = "worse by more than the seed spread"
-    else:
-        verdict = "within the seed spread"
-    return {"gain": gain, "spread": spread, "verdict": verdict}
+    from transformer_zoo.training.adaptation_downstream import seed_spread_verdict
+
+    return {"gain": gain, "spread": spread, "verdict": seed_spread_verdict(gain, spread)}
 
 
 def recipe_default_arm() -> str:
     """The arm the recipe's no-argument default runs (MiniLM's tokenizer is poor on Urdu, so 'auto' extends)."""
-    sys.path.insert(0, str(ROOT))
     from transformer_zoo.training.domain_adaptation import build_parser
 
     defaults = build_parser().parse_args([])

@@ -52,10 +52,10 @@ def test_one_seed_says_the_spread_is_unknown():
     records = [run_record("unadapted", 1, 3.0, 0.5), run_record("mean", 1, 1.0, 0.9)]
     study = study_module.summarise(records, "mean")
     assert study["mean"]["downstream_accuracy"]["std"] is None
-    assert study["comparisons"]["mean"]["downstream_accuracy"]["verdict"] == "seed spread unknown (fewer than 2 seeds)"
+    assert study["comparisons"]["mean"]["downstream_accuracy"]["verdict"] == "the seed spread is unknown (fewer than 2 seeds)"
     assert study["comparisons"]["mean"]["target_met"] is False
     text = study_module.markdown(study, {"command": "x", "when": "now", "machine": "m"})
-    assert "spread unknown" in text and "± 0.000" not in text
+    assert "spread unknown" in text and "spread is unknown" in text and "± 0.000" not in text
 
 
 def test_the_study_names_the_recipe_default():

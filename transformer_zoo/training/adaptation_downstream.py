@@ -94,22 +94,27 @@ def downstream_check(args, corpus: datasets.DatasetDict, options: dict | None, c
     return summary
 
 
+def seed_spread_verdict(gain: float, spread: float | None) -> str:
+    """How a gain (positive = better) compares with a seed standard deviation; None = fewer than 2 seeds."""
+    if spread is None:
+        return "the seed spread is unknown (fewer than 2 seeds)"
+    if gain > 2 * spread:
+        return "better by more than twice the seed spread"
+    if gain > spread:
+        return "better by more than the seed spread, but not twice it"
+    if gain < -spread:
+        return "worse by more than the seed spread"
+    return "within the seed spread"
+
+
 def compare_over_seeds(adapted: dict, unadapted: dict, seeds: int, higher_is_better: bool = True) -> dict:
     """The gain of adapted over unadapted (mean ± std dicts over `seeds` seeds) against the larger seed spread.
 
     With fewer than two seeds there is no spread to compare with: the verdict says so instead of pretending the
     spread is zero."""
     gain = (adapted["mean"] - unadapted["mean"]) * (1 if higher_is_better else -1)
-    if seeds < 2:
-        return {"gain": gain, "spread": None,
-                "verdict": "the seed spread is unknown (fewer than 2 seeds); run more --downstream_seeds"}
-    spread = max(adapted["std"], unadapted["std"])
-    if gain > 2 * spread:
-        verdict = "better by more than twice the seed spread"
-    elif gain > spread:
-        verdict = "better by more than the seed spread, but not twice it"
-    elif gain < -spread:
-        verdict = "WORSE by more than the seed spread"
-    else:
-        verdict = "no difference beyond the seed spread"
+    spread = max(adapted["std"], unadapted["std"]) if seeds >= 2 else None
+    verdict = seed_spread_verdict(gain, spread)
+    if spread is None:
+        verdict += "; run more --downstream_seeds"
     return {"gain": gain, "spread": spread, "verdict": verdict}
