@@ -174,9 +174,10 @@ def summarise(records: list[dict], default_arm: str) -> dict:
             entry[name] = _mean_std(values) if values else None
             f1 = [r[f"downstream_{language}"]["macro_f1"] for r in runs if f"downstream_{language}" in r]
             entry[name.replace("accuracy", "macro_f1")] = _mean_std(f1) if f1 else None
-            if values:
-                entry[f"majority_{language}"] = runs[0][f"majority_{language}"]
-                entry["downstream_sizes"] = runs[0]["downstream_sizes"]
+            if values:  # from a run that has the check (an arm may have it for some seeds only)
+                with_check = next(r for r in runs if f"downstream_{language}" in r)
+                entry[f"majority_{language}"] = with_check[f"majority_{language}"]
+                entry["downstream_sizes"] = with_check["downstream_sizes"]
         entry["curves"] = {r["seed"]: r["curve"] for r in runs}
         entry["new_row_sources"] = runs[0].get("new_row_sources")
         entry["steps"] = runs[0]["steps"]

@@ -28,7 +28,12 @@ def test_summary_has_the_issue_shape_and_judges_against_twice_the_spread():
     records = [run_record("unadapted", s, 3.0 + 0.01 * s, 0.50 + 0.01 * s) for s in (1, 2, 3)]
     records += [run_record("mean", s, 1.0 + 0.01 * s, 0.60 + 0.01 * s, english=3.0) for s in (1, 2, 3)]
     records += [run_record("random", s, 1.5, 0.505 + 0.01 * s) for s in (1, 2, 3)]
+    # The English task for some seeds of an arm only (as in the committed study): summarised over those seeds.
+    records[-1]["downstream_english"] = {"accuracy": 0.8, "macro_f1": 0.7, "steps": 10, "best_step": 10}
+    records[-1]["majority_english"] = 0.3
     study = study_module.summarise(records, "mean")
+    assert study["random"]["downstream_english_accuracy"] == {"mean": 0.8, "std": None, "runs": [0.8]}
+    assert study["random"]["majority_english"] == 0.3
     assert study["arms"] == ["unadapted", "random", "mean"]  # the documented order, not completion order
     assert study["default_arm"] == "mean"
     for arm in ("unadapted", "mean", "random"):
