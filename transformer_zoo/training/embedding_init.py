@@ -48,10 +48,6 @@ class InitReport:
     details: dict = field(default_factory=dict)
 
 
-def _new_ids(extension) -> list[int]:
-    return list(range(extension.first_new_id, extension.first_new_id + len(extension.new_tokens)))
-
-
 def _check_sources(method: str, texts, parallel_pairs, piece_tokenizer):
     if method not in EMBEDDING_INITS:
         raise ValueError(f"Unknown embedding initialisation {method!r}; choose one of {', '.join(EMBEDDING_INITS)}.")
