@@ -35,6 +35,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -88,9 +89,61 @@ def task_flags(arm: str, seed: int, budget: str, english_task: bool, threads: in
         flags += ["--downstream_models", "unadapted"]
     elif arm != "smollm2":
         flags += ["--measure_unadapted", "false", "--downstream_models", "adapted"]
+    if arm != "smollm2":
+        flags += ["--word_l2r", "true"]  # the study reports both pseudo-likelihoods; the recipe only Salazar et al.'s
     if english_task and arm != "smollm2":
         flags += ["--english_downstream", "true"]
     return flags
+
+
+def budget_downstream_flags(budget: str) -> list[str]:
+    """The downstream flags of a budget's preset (a --redo-downstream run keeps its budget's task sizes)."""
+    flags = {"quick": QUICK, "default": []}[budget]
+    pairs = zip(flags[::2], flags[1::2])
+    return [item for flag, value in pairs if flag.startswith("--downstream") for item in (flag, value)]
+
+
+def current_protocol(budget: str) -> dict:
+    """The downstream protocol a new run would use on this machine now."""
+    import torch
+
+    from transformer_zoo.training.adaptation_downstream import downstream_protocol, native_bf16
+    from transformer_zoo.training.domain_adaptation import build_parser
+
+    args = build_parser().parse_args(budget_downstream_flags(budget))
+    precision = args.downstream_mixed_precision
+    if precision == "auto":
+        precision = "bf16" if native_bf16(torch.device("cpu")) else "no"
+    return downstream_protocol(args, precision)
+
+
+def _environment(threads: int) -> dict:
+    # This checkout's package, whatever an editable install points at: a study run from a snapshot of the tree
+    # keeps using that snapshot while the working tree changes.
+    return dict(os.environ, OMP_NUM_THREADS=str(threads), TOKENIZERS_PARALLELISM="false",
+                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+
+
+def redo_task(entry: dict, budget: str, threads: int, work: Path, english_task: bool) -> dict:
+    """Repeat one run's downstream check on the models it saved (benchmarks/urdu_downstream_rerun.py); the record
+    rebuilt from its updated results.json."""
+    arm, seed = entry["arm"], entry["seed"]
+    out = work / arm / f"seed-{seed}"
+    command = [sys.executable, "benchmarks/urdu_downstream_rerun.py", str(out), "--cpu_threads", str(threads),
+               *budget_downstream_flags(budget)]
+    if english_task:  # else the run's own setting
+        command += ["--english_downstream", "true"]
+    started = time.perf_counter()
+    with (out.parent / f"seed-{seed}.redo.log").open("w") as log:
+        code = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                              env=_environment(threads)).returncode
+    if code != 0:
+        raise RuntimeError(f"{arm} seed {seed}: the downstream re-run failed (exit {code}); see "
+                           f"{out.parent}/seed-{seed}.redo.log")
+    results = json.loads((out / "results.json").read_text())
+    common = {key: entry[key] for key in ("seed", "wall_seconds", "cpu_seconds", "threads") if key in entry}
+    common["downstream_redo_seconds"] = round(time.perf_counter() - started, 1)
+    return record(arm, results, "unadapted" if arm == "unadapted" else "adapted", common)
 
 
 def run_task(arm: str, seed: int, budget: str, english_task: bool, threads: int, work: Path) -> list[dict]:
@@ -99,10 +152,7 @@ def run_task(arm: str, seed: int, budget: str, english_task: bool, threads: int,
     command = [sys.executable, "recipes/domain_adapt.py", "--output_dir", str(out),
                *task_flags(arm, seed, budget, english_task, threads)]
     out.parent.mkdir(parents=True, exist_ok=True)
-    # This checkout's package, whatever an editable install points at: a study run from a snapshot of the tree
-    # keeps using that snapshot while the working tree changes.
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), TOKENIZERS_PARALLELISM="false",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env = _environment(threads)
     started = time.perf_counter()
     with (out.parent / f"seed-{seed}.log").open("w") as log:
         process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -142,6 +192,7 @@ def record(arm: str, results: dict, which: str, common: dict) -> dict:
             entry[f"downstream_{language}"] = {k: run[k] for k in ("accuracy", "macro_f1", "steps", "best_step")}
             entry[f"majority_{language}"] = check["majority_baseline"]["accuracy"]
             entry["downstream_sizes"] = check["sizes"]
+            entry["downstream_protocol"] = check.get("protocol")  # None: a run from before protocols were recorded
     return entry
 
 
@@ -184,11 +235,28 @@ def summarise(records: list[dict], default_arm: str) -> dict:
         study[arm] = entry
         study["arms"].append(arm)
     study["default_arm"] = default_arm
+    study["downstream_protocol"] = single_protocol(records)
     study["comparisons"] = {arm: compare(study, arm) for arm in study["arms"]
                             if arm in ENCODER_ARMS and arm != "unadapted" and "unadapted" in study}
     if "smollm2-none" in study and "smollm2-unadapted" in study:
         study["comparisons"]["smollm2-none"] = compare(study, "smollm2-none", reference="smollm2-unadapted")
     return study
+
+
+def single_protocol(records: list[dict]) -> dict | None:
+    """The downstream protocol every record's check used; refuses records made under different protocols, which
+    would put incomparable accuracies side by side (--redo-downstream repeats the checks under one)."""
+    protocols = {}
+    for r in records:
+        if any(key.startswith("downstream_") and key not in ("downstream_protocol", "downstream_sizes")
+               for key in r):
+            protocols.setdefault(json.dumps(r.get("downstream_protocol"), sort_keys=True), []).append(
+                f"{r['arm']}:{r['seed']}")
+    if len(protocols) > 1:
+        lines = "; ".join(f"{json.loads(p) or 'unrecorded'} ({', '.join(runs)})" for p, runs in protocols.items())
+        raise SystemExit(f"the study's downstream checks used different protocols: {lines}. Run "
+                         "--redo-downstream to repeat them under the recipe's current one.")
+    return json.loads(next(iter(protocols))) if protocols else None
 
 
 def compare(study: dict, arm: str, reference: str = "unadapted") -> dict:
@@ -346,6 +414,55 @@ def write_outputs(records: list[dict], folder: Path, setup: dict) -> dict:
     return study
 
 
+def _parse_tasks(text: str, parser) -> list[tuple[str, int]]:
+    try:
+        wanted = [(part.split(":")[0].strip(), int(part.split(":")[1])) for part in text.split(",")]
+    except (IndexError, ValueError):
+        parser.error(f"--tasks takes arm:seed pairs, got {text!r}")
+    bad = [arm for arm, _ in wanted if arm not in ARMS]
+    if bad:
+        parser.error(f"unknown arm(s) in --tasks: {', '.join(bad)}")
+    return wanted
+
+
+def redo_downstream(records: list[dict], args, budget: str, threads: int, work: Path, folder: Path, partial: Path,
+                    setup: dict, parser, english: set[str]) -> dict | None:
+    protocol = current_protocol(budget)
+    wanted = set(_parse_tasks(args.tasks, parser)) if args.tasks else None
+    todo = [r for r in records if not r["arm"].startswith("smollm2") and r.get("downstream_protocol") != protocol
+            and (wanted is None or (r["arm"], r["seed"]) in wanted)]
+    print(f"{len(todo)} downstream checks to repeat under {protocol}; {args.jobs} at a time.", flush=True)
+    setup["downstream_redo"] = {"when": setup["when"], "command": setup["command"]}
+    failures, lock = [], threading.Lock()
+
+    def one(entry):
+        try:
+            new = redo_task(entry, budget, threads, work, entry["arm"] in english)
+        except RuntimeError as error:
+            failures.append(str(error))
+            print(f"FAILED: {error}", flush=True)
+            return
+        with lock:
+            records[records.index(entry)] = new
+            temporary = partial.with_suffix(".tmp")
+            temporary.write_text("".join(json.dumps(r) + "\n" for r in records))
+            temporary.replace(partial)  # whole-file replace: a cut-off redo keeps every record
+        print(f"{entry['arm']} seed {entry['seed']}: accuracy {entry.get('downstream_urdu', {}).get('accuracy')} -> "
+              f"{new.get('downstream_urdu', {}).get('accuracy')} ({new['downstream_redo_seconds']:.0f} s)", flush=True)
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        list(pool.map(one, todo))
+    setup["load_average_end"] = os.getloadavg()
+    if failures:
+        raise SystemExit(f"{len(failures)} re-run(s) failed: " + "; ".join(failures))
+    remaining = [f"{r['arm']}:{r['seed']}" for r in records
+                 if not r["arm"].startswith("smollm2") and r.get("downstream_protocol") != protocol]
+    if remaining:  # the outputs would mix protocols
+        print(f"Not rebuilding the outputs: {', '.join(remaining)} still have another downstream protocol.")
+        return None
+    return write_outputs(records, folder, setup)
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arms", default=",".join(ARMS),
@@ -368,6 +485,10 @@ def main(argv=None) -> dict:
                         help="the runs' output folders (default: OUTPUT_DIR/runs, not committed)")
     parser.add_argument("--report-only", action="store_true",
                         help="rebuild study.json/.md/.png from study.partial.jsonl without running anything")
+    parser.add_argument("--redo-downstream", action="store_true",
+                        help="repeat the downstream checks of the recorded runs whose protocol differs from the "
+                        "recipe's current one, on the models those runs saved in --work-dir (the adaptation is not "
+                        "repeated), then rebuild the outputs; --tasks limits it to those runs")
     args = parser.parse_args(argv)
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     unknown = [a for a in arms if a not in ARMS]
@@ -399,20 +520,18 @@ def main(argv=None) -> dict:
             setup = dict(json.loads(previous.read_text()).get("setup", setup),
                          rebuilt=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
         return write_outputs(records, folder, setup)
+    threads = max(1, (os.cpu_count() or 1) // args.jobs)
+    if args.redo_downstream:
+        if budget_name == "full":
+            parser.error("--redo-downstream repeats default or --quick budget checks, not --full ones")
+        return redo_downstream(records, args, budget_name, threads, work, folder, partial, setup, parser, english)
     done = {(r["arm"].split("-")[0] if r["arm"].startswith("smollm2") else r["arm"], r["seed"]) for r in records}
     # Seed by seed, so that a cut-off study has every arm at the first seeds; the decoder once (first seed).
     tasks = [(arm, seed) for seed in seeds for arm in arms if (arm, seed) not in done
              and not (arm == "smollm2" and seed != seeds[0])]
     if args.tasks:
-        try:
-            wanted = [(part.split(":")[0].strip(), int(part.split(":")[1])) for part in args.tasks.split(",")]
-        except (IndexError, ValueError):
-            parser.error(f"--tasks takes arm:seed pairs, got {args.tasks!r}")
-        bad = [arm for arm, _ in wanted if arm not in ARMS]
-        if bad:
-            parser.error(f"unknown arm(s) in --tasks: {', '.join(bad)}")
+        wanted = _parse_tasks(args.tasks, parser)
         tasks = [task for task in wanted if task not in done]
-    threads = max(1, (os.cpu_count() or 1) // args.jobs)
     print(f"{len(tasks)} runs to do ({len(done)} already in {partial}); {args.jobs} at a time.", flush=True)
 
     failures = []

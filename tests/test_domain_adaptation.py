@@ -236,7 +236,7 @@ def test_tiny_end_to_end_adaptation(tmp_path, english_wordpiece):
         "--head_warmup_steps", "0", "--downstream_seeds", "1", "--downstream_train_examples", "48",
         "--downstream_validation_examples", "12", "--downstream_test_examples", "24", "--downstream_epochs", "1",
         "--downstream_eval_steps", "3", "--downstream_max_length", "32", "--downstream_batch_size", "8",
-        "--bpb_sentences", "8", "--curve_sentences", "6", "--english_dataset", "none",
+        "--bpb_sentences", "8", "--curve_sentences", "6", "--english_dataset", "none", "--word_l2r", "true",
         "--progress_bar", "false", "--report_to", "none",
     ])
     stats = results["tokenizer"]
@@ -254,7 +254,12 @@ def test_tiny_end_to_end_adaptation(tmp_path, english_wordpiece):
     assert set(downstream) >= {"unadapted", "adapted", "comparison", "sizes", "majority_baseline"}
     assert downstream["comparison"]["spread"] is None and "spread is unknown" in downstream["comparison"]["verdict"]
     assert set(downstream["majority_baseline"]) == {"accuracy", "macro_f1"}
+    from transformer_zoo.training.adaptation_downstream import native_bf16
+
+    assert downstream["protocol"]["precision"] == ("bf16" if native_bf16(torch.device("cpu")) else "no")
+    assert downstream["protocol"]["stopping_metric"] == "eval_loss"
     report = (output_dir / "adaptation_report.md").read_text(encoding="utf-8")
+    assert "early stopping on validation eval_loss" in report
     assert "spread is unknown" in report and "± 0.000" not in report.split("Downstream")[1].split("|")[0]
     for name in ("README.md", "results.json", "tokenizer_stats.json", "tokenizer_stats.md", "adaptation_report.md",
                  "model.safetensors", "tokenizer.json"):
@@ -394,6 +399,47 @@ def test_resumed_adaptation_ends_with_the_same_weights(tmp_path, english_wordpie
     assert resumed["curve"] == uninterrupted["curve"]
     assert resumed["adapted"]["urdu"]["bits_per_byte"] == uninterrupted["adapted"]["urdu"]["bits_per_byte"]
     assert resumed["unadapted"]["urdu"]["bits_per_byte"] == uninterrupted["unadapted"]["urdu"]["bits_per_byte"]
+
+
+def test_downstream_precision_resolves_auto_and_refuses_a_contradiction(monkeypatch):
+    from types import SimpleNamespace
+
+    from transformer_zoo.training import adaptation_downstream as downstream
+
+    plain = SimpleNamespace(mixed_precision="no", device=torch.device("cpu"))
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
+    assert downstream.downstream_precision("auto", plain) == "bf16"
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    assert downstream.downstream_precision("auto", plain) == "no"  # emulated bf16 would be slower than fp32
+    assert downstream.downstream_precision("bf16", plain) == "bf16"  # asked for explicitly
+    whole_run = SimpleNamespace(mixed_precision="bf16", device=torch.device("cpu"))
+    assert downstream.downstream_precision("auto", whole_run) == "bf16"
+    with pytest.raises(ValueError, match="cannot undo --mixed_precision bf16"):
+        downstream.downstream_precision("no", whole_run)
+    a, b = torch.randn(4, 8), torch.randn(8, 3)
+    with downstream.precision_context("bf16", plain):
+        assert (a @ b).dtype == torch.bfloat16
+    with downstream.precision_context("no", plain):
+        assert (a @ b).dtype == torch.float32
+    with downstream.precision_context("bf16", whole_run):  # the run's accelerator applies its own autocast
+        assert (a @ b).dtype == torch.float32
+    # Training inside one context that spans many steps: every forward sees the updated weights (autocast's weight
+    # cache would otherwise keep the first step's bf16 copy for the whole fine-tune).
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(8, 3)
+    optimizer = torch.optim.SGD(layer.parameters(), lr=0.5)
+    with downstream.precision_context("bf16", plain):
+        outputs = []
+        for _ in range(3):
+            out = layer(a)
+            outputs.append(out.detach().float())
+            out.square().mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        expected = (a @ layer.weight.detach().T + layer.bias.detach()).to(torch.bfloat16).float()
+        assert torch.allclose(layer(a).float(), expected, atol=0.05, rtol=0.02)
+    assert not torch.allclose(outputs[0], outputs[-1])
 
 
 @pytest.mark.parametrize("launch", ["two_processes", "bf16"])

@@ -63,6 +63,30 @@ def test_one_seed_says_the_spread_is_unknown():
     assert "spread unknown" in text and "spread is unknown" in text and "± 0.000" not in text
 
 
+def test_checks_under_different_protocols_are_not_put_side_by_side():
+    records = [run_record("unadapted", 1, 3.0, 0.5), run_record("mean", 1, 1.0, 0.9)]
+    for r in records:
+        r["downstream_protocol"] = {"epochs": 2.0, "precision": "no"}
+    assert study_module.summarise(records, "mean")["downstream_protocol"] == {"epochs": 2.0, "precision": "no"}
+    records[1]["downstream_protocol"] = {"epochs": 4.0, "precision": "bf16"}
+    with pytest.raises(SystemExit, match="different protocols.*mean:1.*--redo-downstream"):
+        study_module.summarise(records, "mean")
+    del records[1]["downstream_protocol"]  # a record from before protocols were recorded is not silently mixed in
+    with pytest.raises(SystemExit, match="unrecorded"):
+        study_module.summarise(records, "mean")
+
+
+def test_the_current_protocol_is_the_recipes_default():
+    from transformer_zoo.training.domain_adaptation import build_parser
+
+    protocol = study_module.current_protocol("default")
+    defaults = build_parser().parse_args([])
+    assert protocol["epochs"] == defaults.downstream_epochs
+    assert protocol["stopping_metric"] == defaults.downstream_stopping_metric
+    assert protocol["precision"] in ("no", "bf16")  # "auto", resolved for this CPU
+    assert study_module.budget_downstream_flags("quick")[:2] == ["--downstream_train_examples", "36"]
+
+
 def test_the_study_names_the_recipe_default():
     from transformer_zoo.training.domain_adaptation import build_parser
 
@@ -104,3 +128,22 @@ def test_quick_study_end_to_end(tmp_path):
     again = study_module.main(["--quick", "--arms", "unadapted,mean", "--seeds", "1", "--output-dir", str(out)])
     assert (out / "study.partial.jsonl").read_text().splitlines() == lines  # nothing was rerun
     assert again["mean"]["bpb_urdu"] == study["mean"]["bpb_urdu"]
+
+    # --redo-downstream repeats only the checks whose protocol differs from the current one, on the saved models.
+    records = [json.loads(line) for line in lines]
+    for r in records:
+        r["downstream_protocol"] = {"epochs": 0.5}  # pretend an older protocol
+    (out / "study.partial.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    redone = study_module.main(["--quick", "--redo-downstream", "--tasks", "mean:1", "--output-dir", str(out)])
+    after = [json.loads(line) for line in (out / "study.partial.jsonl").read_text().splitlines()]
+    assert [r["arm"] for r in after] == [r["arm"] for r in records]
+    mean = next(r for r in after if r["arm"] == "mean")
+    assert mean["downstream_protocol"] == study_module.current_protocol("quick") and "downstream_redo_seconds" in mean
+    assert mean["bpb_urdu"] == study["mean"]["bpb_urdu"]  # the adaptation was not repeated
+    results = json.loads((out / "runs" / "mean" / "seed-1" / "results.json").read_text())
+    assert results["downstream_superseded"][0]["downstream"]["urdu"]["adapted"]["runs"]
+    assert redone is None  # the unadapted record still has the old protocol: no outputs that mix them
+    with pytest.raises(SystemExit, match="different protocols"):
+        study_module.main(["--quick", "--report-only", "--output-dir", str(out)])
+    study_module.main(["--quick", "--redo-downstream", "--output-dir", str(out)])  # the rest
+    assert json.loads((out / "study.json").read_text())["downstream_protocol"] == study_module.current_protocol("quick")

@@ -3,9 +3,11 @@ labelled task, the same way, over seeds, with the comparison against the seed sp
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import datasets
+import torch
 from transformers.utils import logging as hf_logging
 
 from .. import ZooEncoderForMaskedLM, ZooEncoderModel
@@ -36,6 +38,39 @@ def classification_start(model, pooler_state: dict | None, tokenizer, folder: Pa
     return str(folder)
 
 
+def native_bf16(device: torch.device) -> bool:
+    """Whether `device` multiplies bf16 in hardware (elsewhere bf16 autocast is emulated and slower than fp32)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    return False
+
+
+def downstream_precision(setting: str, accelerator) -> str:
+    """The fine-tunes' autocast: the run's own --mixed_precision when it has one (its accelerator applies it),
+    else --downstream_mixed_precision, with auto resolved for this device."""
+    if accelerator.mixed_precision != "no":
+        if setting == "no":
+            raise ValueError(f"--downstream_mixed_precision no cannot undo --mixed_precision "
+                             f"{accelerator.mixed_precision}, which the whole run uses: drop one of them.")
+        return accelerator.mixed_precision
+    if setting == "auto":
+        return "bf16" if native_bf16(accelerator.device) else "no"
+    return setting
+
+
+def precision_context(precision: str, accelerator):
+    """bf16 autocast around a fine-tune when the accelerator itself does not apply one. Weights, gradients and the
+    optimiser stay fp32; matmuls run in bf16. docs/urdu/study.md reports the measured speed and accuracy effect."""
+    if precision == "no" or accelerator.mixed_precision != "no":
+        return contextlib.nullcontext()
+    # cache_enabled=False: autocast caches the bf16 copy of each weight until its outermost context exits, and this
+    # one spans a whole fine-tune, so every forward would reuse the first step's weights (measured: the classifier
+    # never left its initial uniform predictions). Accelerate enters its autocast per step, which clears the cache.
+    return torch.autocast(device_type=accelerator.device.type, dtype=torch.bfloat16, cache_enabled=False)
+
+
 def downstream_check(args, corpus: datasets.DatasetDict, options: dict | None, card: dict, specs: dict[str, str],
                      accelerator, output_dir: Path, dataset_name: str) -> dict | None:
     """LoRA fine-tuning of each model in `specs` (name -> classification_start folder) on the labelled `corpus`,
@@ -57,6 +92,7 @@ def downstream_check(args, corpus: datasets.DatasetDict, options: dict | None, c
     names = corpus["train"].features["label"].names
     task_data = finetuning.TaskData(task_corpus, names, dict(card, sizes={k: len(v) for k, v in task_corpus.items()}))
     parser = finetuning.build_parser()
+    precision = downstream_precision(args.downstream_mixed_precision, accelerator)
     summary = {}
     for name, spec in specs.items():
         argv = ["--model", spec, "--task", "sequence-classification", "--mode", "lora", "--dataset", dataset_name,
@@ -66,13 +102,15 @@ def downstream_check(args, corpus: datasets.DatasetDict, options: dict | None, c
                 "--per_device_batch_size", str(args.downstream_batch_size),
                 "--eval_steps", str(args.downstream_eval_steps), "--save_steps", "none",
                 "--early_stopping_patience", str(args.downstream_patience),
+                "--early_stopping_metric", args.downstream_stopping_metric,
                 "--report_to", "none", "--progress_bar", str(args.progress_bar),
                 "--mixed_precision", args.mixed_precision, "--merge_lora", "false"]
         fine_args = parser.parse_args(argv)
         runs = []
         for seed in args.downstream_seeds:
             folder = output_dir / name / f"seed-{seed}"
-            runs.append(finetuning.run_once(fine_args, seed, folder, accelerator, task_data))
+            with precision_context(precision, accelerator):
+                runs.append(finetuning.run_once(fine_args, seed, folder, accelerator, task_data))
             if accelerator.is_main_process:
                 print(f"downstream ({dataset_name}) {name} seed {seed}: test accuracy "
                       f"{runs[-1]['test']['accuracy']:.4f}, macro-F1 {runs[-1]['test']['macro_f1']:.4f} "
@@ -88,10 +126,21 @@ def downstream_check(args, corpus: datasets.DatasetDict, options: dict | None, c
     summary["majority_baseline"] = {k: baseline[k] for k in ("accuracy", "macro_f1") if k in baseline}
     summary["sizes"] = {k: len(v) for k, v in task_corpus.items()}
     summary["seeds"] = list(args.downstream_seeds)
+    # How the numbers were made: a study refuses to put checks with different protocols side by side.
+    summary["protocol"] = downstream_protocol(args, precision)
     if "unadapted" in summary and "adapted" in summary:
         summary["comparison"] = compare_over_seeds(summary["adapted"]["accuracy"], summary["unadapted"]["accuracy"],
                                                    len(args.downstream_seeds))
     return summary
+
+
+def downstream_protocol(args, precision: str) -> dict:
+    """The settings that decide a downstream number (sizes are recorded beside it, seeds per run)."""
+    return {"epochs": args.downstream_epochs, "learning_rate": args.downstream_learning_rate,
+            "batch_size": args.downstream_batch_size, "max_length": args.downstream_max_length,
+            "eval_steps": args.downstream_eval_steps, "patience": args.downstream_patience,
+            "stopping_metric": args.downstream_stopping_metric, "precision": precision,
+            "attention_dropout": args.downstream_attention_dropout}
 
 
 def seed_spread_verdict(gain: float, spread: float | None) -> str:

@@ -83,9 +83,9 @@ def forward_throughput(model, tokenizer, sentences: Sequence[str], *, batch_size
 
 
 def language_measures(model, tokenizer, sentences: Sequence[str], objective: str, *, statistics_texts=None,
-                      throughput: bool = True) -> dict:
+                      throughput: bool = True, word_l2r: bool = True) -> dict:
     """Bits per byte, throughput and tokenizer statistics of one model on one language's held-out sample."""
-    out = bits_per_byte(model, tokenizer, sentences, objective)
+    out = bits_per_byte(model, tokenizer, sentences, objective, word_l2r=word_l2r)
     if throughput:
         out.update(forward_throughput(model, tokenizer, sentences))
     stats = tokenizer_statistics(tokenizer, statistics_texts or sentences)

@@ -72,6 +72,13 @@ def report_tables(results: dict) -> list[tuple[str, str]]:
         lines.append("")
         line = (f"Seeds {', '.join(str(s) for s in check['seeds'])}; {sizes['train']} training / "
                 f"{sizes['validation']} validation / {sizes['test']} test paragraphs.")
+        protocol = check.get("protocol")
+        if protocol:
+            line += (f" LoRA, at most {protocol['epochs']:g} epochs at peak rate {protocol['learning_rate']:g}, "
+                     f"early stopping on validation {protocol['stopping_metric']} (patience {protocol['patience']} "
+                     f"evaluations, every {protocol['eval_steps']} steps), "
+                     + ("bf16 autocast with fp32 weights." if protocol["precision"] == "bf16" else
+                        f"{protocol['precision'] if protocol['precision'] != 'no' else 'fp32'} precision."))
         if "comparison" in check:
             comparison = check["comparison"]
             line += f" Accuracy gain {comparison['gain']:+.3f}: {comparison['verdict']}."

@@ -223,6 +223,9 @@ def build_parser() -> RecipeArgumentParser:
     measure.add_argument("--curve_sentences", type=int, default=24,
                          help="Validation sentences scored at every --eval_steps (the training curve and the choice "
                          "of the best checkpoint).")
+    measure.add_argument("--word_l2r", type=str2bool, default=False,
+                         help="Also score masked LMs with the word-l2r pseudo-log-likelihood (Kauf & Ivanova 2023) "
+                         "beside Salazar et al.'s: as many forward passes again (about a minute at the default).")
     measure.add_argument("--bpb_max_tokens", type=int, default=96,
                          help="Longest held-out sentence, in tokens of the original tokenizer.")
     measure.add_argument("--english_dataset", default="hadith-en",
@@ -248,13 +251,20 @@ def build_parser() -> RecipeArgumentParser:
                             help="Test examples (from the test split, never seen in adaptation).")
     downstream.add_argument("--downstream_max_length", type=int, default=64,
                             help="Tokens per example, the same budget for both models.")
-    downstream.add_argument("--downstream_epochs", type=float, default=2.0,
+    downstream.add_argument("--downstream_epochs", type=float, default=4.0,
                             help="Most fine-tuning epochs (training stops early when validation accuracy stops "
                             "improving).")
     downstream.add_argument("--downstream_eval_steps", type=int, default=50,
                             help="Validation accuracy every this many steps (early stopping, best model).")
     downstream.add_argument("--downstream_patience", type=int, default=3,
                             help="Evaluations without improvement before stopping early.")
+    downstream.add_argument("--downstream_stopping_metric", choices=["eval_loss", "accuracy"], default="eval_loss",
+                            help="Validation metric for early stopping and the best model: eval_loss (smoother on a "
+                            "few hundred examples) or accuracy.")
+    downstream.add_argument("--downstream_mixed_precision", choices=["auto", "no", "bf16"], default="auto",
+                            help="Autocast for the fine-tunes (fp32 weights either way), the same for every model: "
+                            "auto = bf16 where the device multiplies bf16 natively (CUDA with bf16, CPUs with "
+                            "AVX512-BF16 or AMX), else no. The run's --mixed_precision, if set, applies instead.")
     downstream.add_argument("--downstream_learning_rate", type=float, default=2e-3, help="Fine-tuning peak rate.")
     downstream.add_argument("--downstream_batch_size", type=int, default=16, help="Fine-tuning batch size.")
     downstream.add_argument("--downstream_attention_dropout", type=float, default=0.0,
@@ -368,7 +378,7 @@ def measure_unadapted(args, lm: LoadedLM, tokenizer, data: UrduData, english: En
             train_set = _lm_datasets(args, tokenizer, texts, objective)
             fit_new_head(args, model, train_set, _collator(args, tokenizer, objective), accelerator,
                          output_dir / "unadapted-head" / language, objective)
-        out[language] = language_measures(model, tokenizer, samples[language], objective,
+        out[language] = language_measures(model, tokenizer, samples[language], objective, word_l2r=args.word_l2r,
                                           statistics_texts=data.eval_texts if language == "urdu" else None)
         if language == "urdu":  # the validation sample of the adapted models' training curves, for the same plot
             out[language]["curve_bits_per_byte"] = bits_per_byte(model, tokenizer, samples["curve"], objective,
@@ -415,6 +425,7 @@ def run(args) -> dict:
     if objective == "clm" and original_tokenizer.pad_token is None:
         original_tokenizer.pad_token = original_tokenizer.eos_token
     samples = _samples(args, lm.model, original_tokenizer, data, english) if objective != "denoising" else {}
+    phases = {"data": time.perf_counter() - started}  # where the run's wall time goes (results.json)
     if main:
         print(f"Adapting {type(lm.model).__name__} from {lm.source} ({objective}) to Urdu: "
               f"{len(data.adaptation_texts):,} training paragraphs" + (
@@ -428,6 +439,7 @@ def run(args) -> dict:
     if args.measure_unadapted and samples:
         unadapted = measure_unadapted(args, lm, original_tokenizer, data, english, samples, accelerator,
                                       output_dir, objective)
+    phases["unadapted_measures"] = time.perf_counter() - started - sum(phases.values())
     base_spec = None
     if args.downstream and "unadapted" in args.downstream_models:  # saved before anything changes the model
         base_spec = classification_start(lm.model, lm.pooler_state, original_tokenizer,
@@ -473,6 +485,7 @@ def run(args) -> dict:
         if main:
             save_statistics(stats, output_dir)
 
+        phases["vocabulary_extension"] = time.perf_counter() - started - sum(phases.values())
         # 4. continued pretraining -------------------------------------------------------------------------
         with accelerator.main_process_first():
             train_set = _lm_datasets(args, tokenizer, data.adaptation_texts, objective)
@@ -524,14 +537,16 @@ def run(args) -> dict:
                        loss_fn=mlm_loss_fn if objective == "mlm" else None, accelerator=accelerator,
                        tracker_config={"objective": objective, "model": lm.source})
         curve.extend(_curve_from_metrics(output_dir, metric))
+        phases["continued_pretraining"] = time.perf_counter() - started - sum(phases.values())
         adapted = result.model.mlm if objective == "mlm" else result.model
         if args.mode == "lora":
             adapted = adapted.merge_and_unload()
         if samples:
             adapted_measures = {"urdu": language_measures(adapted, tokenizer, samples["urdu"], objective,
-                                                          statistics_texts=data.eval_texts)}
+                                                          statistics_texts=data.eval_texts, word_l2r=args.word_l2r)}
             if "english" in samples:
-                adapted_measures["english"] = language_measures(adapted, tokenizer, samples["english"], objective)
+                adapted_measures["english"] = language_measures(adapted, tokenizer, samples["english"], objective,
+                                                                word_l2r=args.word_l2r)
         else:
             adapted_measures = {"urdu": {"eval_loss": eval_fn(adapted)["eval_loss"],
                                          "eval_loss_before": curve[0]["loss"]}}
@@ -542,6 +557,7 @@ def run(args) -> dict:
             tokenizer.save_pretrained(output_dir)
         accelerator.wait_for_everyone()
     adaptation_seconds = time.perf_counter() - started
+    phases["adapted_measures"] = adaptation_seconds - sum(phases.values())
 
     # 5. downstream check ------------------------------------------------------------------------------------
     downstream = None
@@ -558,6 +574,7 @@ def run(args) -> dict:
             downstream["english"] = downstream_check(args, english.corpus, None, corpus_card_info(english.corpus),
                                                      specs, accelerator, output_dir / "downstream" / "english",
                                                      args.english_dataset)
+        phases["downstream"] = time.perf_counter() - started - sum(phases.values())
 
     results = {
         "model": lm.source, "objective": objective, "mode": args.mode, "dataset": args.dataset,
@@ -571,6 +588,7 @@ def run(args) -> dict:
         "best_step": result.progress.best_step if result else None,
         "train_seconds": round(result.progress.train_seconds, 1) if result else 0.0,
         "adaptation_seconds": round(adaptation_seconds, 1), "downstream": downstream,
+        "phase_seconds": {name: round(seconds, 1) for name, seconds in phases.items()},
         "wall_seconds": round(time.perf_counter() - started, 1),
     }
     if main:
