@@ -314,7 +314,7 @@ def _bpb(entry: dict, key: str) -> str:
     return f"{entry[key]:.3f}" + ("" if std is None else f" ± {std:.3f}")
 
 
-def markdown(study: dict, setup: dict) -> str:
+def markdown(study: dict, setup: dict, records: list[dict] = ()) -> str:
     lines = ["# Urdu adaptation study", "",
              f"`python benchmarks/urdu_adaptation.py {setup['command']}` — {setup['when']}; {setup['machine']}."
              + (f" {setup['note']}" if setup.get("note") else ""), "",
@@ -337,6 +337,7 @@ def markdown(study: dict, setup: dict) -> str:
     lines += ["", f"Majority-class accuracy: {_fmt(majority, '.3f')}"
               + (f"; {sizes['train']} training / {sizes['validation']} validation / {sizes['test']} test "
                  "paragraphs." if sizes else "."), "",
+              *convergence_lines(study, records),
               "Forward throughput (bytes/s) was timed while the study's runs shared the cores, so it is noisy; the "
               "tokens per byte behind it (study.json) are exact. A seed sets both the adaptation and the downstream "
               "fine-tuning.", "", "## Against the unadapted model", "",
@@ -351,6 +352,27 @@ def markdown(study: dict, setup: dict) -> str:
               "better on Urdu bits per byte and on downstream accuracy by more than twice the larger seed standard "
               "deviation."]
     return "\n".join(lines) + "\n"
+
+
+def convergence_lines(study: dict, records: list[dict]) -> list[str]:
+    """The downstream protocol in words, and how often its fine-tunes stopped early or peaked at the last evaluation."""
+    protocol, sizes = study.get("downstream_protocol"), None
+    for arm in study["arms"]:
+        sizes = sizes or study[arm].get("downstream_sizes")
+    if not protocol or not sizes:
+        return []
+    steps_per_epoch = math.ceil(sizes["train"] / protocol["batch_size"])
+    budget = math.ceil(protocol["epochs"] * steps_per_epoch)
+    runs = [r[key] for r in records for key in ("downstream_urdu", "downstream_english") if key in r]
+    stopped = sum(run["steps"] < budget for run in runs)
+    at_end = sum(run["best_step"] == run["steps"] for run in runs)
+    precision = "bf16 autocast (fp32 weights)" if protocol["precision"] == "bf16" else "fp32"
+    return [f"Downstream protocol (every arm): LoRA, at most {protocol['epochs']:g} epochs ({budget} steps of "
+            f"{protocol['batch_size']}) at peak rate {protocol['learning_rate']:g} decaying linearly, {precision}, "
+            f"validation every {protocol['eval_steps']} steps, early stopping on validation "
+            f"{protocol['stopping_metric']} after {protocol['patience']} evaluations without improvement, the best "
+            f"validation model tested. Of {len(runs)} fine-tunes, {stopped} stopped early and {at_end} had their best "
+            "validation at the last evaluation; convergence.md compares a longer budget and fp32.", ""]
 
 
 def plots(study: dict, folder: Path) -> None:
@@ -409,7 +431,7 @@ def write_outputs(records: list[dict], folder: Path, setup: dict) -> dict:
     study = summarise(records, recipe_default_arm())
     study["setup"] = setup
     (folder / "study.json").write_text(json.dumps(study, indent=2) + "\n")
-    (folder / "study.md").write_text(markdown(study, setup))
+    (folder / "study.md").write_text(markdown(study, setup, records))
     plots(study, folder)
     return study
 

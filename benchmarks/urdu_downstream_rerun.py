@@ -27,7 +27,9 @@ sys.path.insert(0, str(ROOT))
 KEPT = ("downstream_models", "downstream_seeds", "english_downstream")
 
 
-def rerun(run_dir: Path, overrides: list[str]) -> dict:
+def rerun(run_dir: Path, overrides: list[str], *, folder: str = "downstream", update_results: bool = True) -> dict:
+    """The new downstream entry (per language). `folder`: where under RUN the fine-tunes go; `update_results`: whether
+    it replaces the run's own (False for a side experiment such as benchmarks/urdu_downstream_convergence.py)."""
     from transformer_zoo.training.adaptation_data import load_english_data, load_urdu_data
     from transformer_zoo.training.adaptation_downstream import downstream_check
     from transformer_zoo.training.adaptation_report import report_tables
@@ -63,13 +65,15 @@ def rerun(run_dir: Path, overrides: list[str]) -> dict:
         raise SystemExit(f"{run_dir}/downstream-start has none of {', '.join(args.downstream_models)}.")
     data = load_urdu_data(args)
     downstream = {"urdu": downstream_check(args, data.corpus, data.options, data.card, specs, accelerator,
-                                           run_dir / "downstream" / "urdu", args.dataset)}
+                                           run_dir / folder / "urdu", args.dataset)}
     if args.english_downstream:
         english = load_english_data(args)
         if english is not None:
             downstream["english"] = downstream_check(args, english.corpus, None, corpus_card_info(english.corpus),
-                                                     specs, accelerator, run_dir / "downstream" / "english",
+                                                     specs, accelerator, run_dir / folder / "english",
                                                      args.english_dataset)
+    if not update_results:
+        return downstream
     results = json.loads(results_file.read_text(encoding="utf-8"))
     results.setdefault("downstream_superseded", []).append(
         {"replaced": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "downstream": results.get("downstream")})
@@ -78,7 +82,7 @@ def rerun(run_dir: Path, overrides: list[str]) -> dict:
     tables = report_tables(results)
     (run_dir / "adaptation_report.md").write_text("\n\n".join(f"## {h}\n\n{b}" for h, b in tables) + "\n",
                                                   encoding="utf-8")
-    return results
+    return downstream
 
 
 def main(argv=None) -> dict:

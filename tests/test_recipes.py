@@ -106,6 +106,16 @@ def test_preset_configs_parse():
         assert args.output_dir
 
 
+def test_the_spelled_out_urdu_preset_is_the_recipes_default():
+    from transformer_zoo.training import domain_adaptation
+
+    preset = domain_adaptation.build_parser().parse_args(
+        ["--config", str(RECIPES / "configs" / "domain_adapt-minilm-urdu.yaml")])
+    default = domain_adaptation.build_parser().parse_args([])
+    differing = {key for key in vars(default) if getattr(preset, key) != getattr(default, key)}
+    assert differing <= {"config"}, {key: (getattr(preset, key), getattr(default, key)) for key in differing}
+
+
 # ================================================================================================ pretraining
 def test_pretrain_decoder_output_folder(tmp_path, data_dir):
     out = tmp_path / "decoder"

@@ -12,6 +12,10 @@ ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("urdu_adaptation", ROOT / "benchmarks" / "urdu_adaptation.py")
 study_module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(study_module)
+spec = importlib.util.spec_from_file_location("urdu_downstream_convergence",
+                                              ROOT / "benchmarks" / "urdu_downstream_convergence.py")
+convergence_module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(convergence_module)
 
 
 def run_record(arm, seed, bpb, accuracy, english=2.0):
@@ -74,6 +78,20 @@ def test_checks_under_different_protocols_are_not_put_side_by_side():
     del records[1]["downstream_protocol"]  # a record from before protocols were recorded is not silently mixed in
     with pytest.raises(SystemExit, match="unrecorded"):
         study_module.summarise(records, "mean")
+
+
+def test_the_report_counts_early_stops_and_last_step_peaks():
+    protocol = {"epochs": 2.0, "learning_rate": 2e-3, "batch_size": 5, "max_length": 64, "eval_steps": 1,
+                "patience": 3, "stopping_metric": "eval_loss", "precision": "bf16", "attention_dropout": 0.0}
+    records = [run_record("unadapted", 1, 3.0, 0.5), run_record("mean", 1, 1.0, 0.9)]
+    records[0]["downstream_urdu"].update(steps=3, best_step=1)  # budget: 2 epochs x ceil(10 / 5) = 4 steps
+    records[1]["downstream_urdu"].update(steps=4, best_step=4)
+    for r in records:
+        r["downstream_protocol"] = protocol
+    study = study_module.summarise(records, "mean")
+    text = study_module.markdown(study, {"command": "x", "when": "now", "machine": "m"}, records)
+    assert "at most 2 epochs (4 steps of 5)" in text and "bf16 autocast" in text
+    assert "Of 2 fine-tunes, 1 stopped early and 1 had their best validation at the last evaluation" in text
 
 
 def test_the_current_protocol_is_the_recipes_default():
@@ -147,3 +165,19 @@ def test_quick_study_end_to_end(tmp_path):
         study_module.main(["--quick", "--report-only", "--output-dir", str(out)])
     study_module.main(["--quick", "--redo-downstream", "--output-dir", str(out)])  # the rest
     assert json.loads((out / "study.json").read_text())["downstream_protocol"] == study_module.current_protocol("quick")
+
+    # The convergence check on the same runs: the protocol, twice the epochs, fp32; results.json untouched.
+    before = (out / "runs" / "mean" / "seed-1" / "results.json").read_text()
+    report = convergence_module.main(["--quick", "--work-dir", str(out / "runs"), "--arms", "unadapted,mean",
+                                      "--threads", "1", "--output-dir", str(out)])
+    assert (out / "runs" / "mean" / "seed-1" / "results.json").read_text() == before
+    mean = report["arms"]["mean"]
+    assert mean["protocol"]["accuracy"] == results_after(out)["downstream"]["urdu"]["adapted"]["runs"][0]["accuracy"]
+    assert mean["long"]["protocol"]["epochs"] == 2 * mean["protocol"]["protocol"]["epochs"]
+    assert mean["fp32"]["protocol"]["precision"] == "no" and mean["long"]["steps"] > mean["protocol"]["steps"]
+    assert mean["long"]["curve"] and (out / "convergence.png").is_file()
+    assert "long − protocol" in (out / "convergence.md").read_text()
+
+
+def results_after(out):
+    return json.loads((out / "runs" / "mean" / "seed-1" / "results.json").read_text())
