@@ -437,6 +437,8 @@ def test_downstream_precision_resolves_auto_and_refuses_a_contradiction(monkeypa
             out.square().mean().backward()
             optimizer.step()
             optimizer.zero_grad()
+        # The current weights, in bf16: inputs and weights rounded to 8 significant bits differ from the fp32 product
+        # by about 8 terms x |a||w| x 2^-8 (~0.01 here), so 0.05 separates "current weights" from "first step's".
         expected = (a @ layer.weight.detach().T + layer.bias.detach()).to(torch.bfloat16).float()
         assert torch.allclose(layer(a).float(), expected, atol=0.05, rtol=0.02)
     assert not torch.allclose(outputs[0], outputs[-1])
