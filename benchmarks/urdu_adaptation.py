@@ -105,16 +105,17 @@ def budget_downstream_flags(budget: str) -> list[str]:
 
 def current_protocol(budget: str) -> dict:
     """The downstream protocol a new run would use on this machine now."""
+    from types import SimpleNamespace
+
     import torch
 
-    from transformer_zoo.training.adaptation_downstream import downstream_protocol, native_bf16
+    from transformer_zoo.training.adaptation_downstream import downstream_precision, downstream_protocol
     from transformer_zoo.training.domain_adaptation import build_parser
 
     args = build_parser().parse_args(budget_downstream_flags(budget))
-    precision = args.downstream_mixed_precision
-    if precision == "auto":
-        precision = "bf16" if native_bf16(torch.device("cpu")) else "no"
-    return downstream_protocol(args, precision)
+    # The recipe's own resolution of the precision, for the accelerator a CPU run creates.
+    run = SimpleNamespace(mixed_precision=args.mixed_precision, device=torch.device("cpu"))
+    return downstream_protocol(args, downstream_precision(args.downstream_mixed_precision, run))
 
 
 def _environment(threads: int) -> dict:
@@ -451,8 +452,11 @@ def redo_downstream(records: list[dict], args, budget: str, threads: int, work: 
                     setup: dict, parser, english: set[str]) -> dict | None:
     protocol = current_protocol(budget)
     wanted = set(_parse_tasks(args.tasks, parser)) if args.tasks else None
-    todo = [r for r in records if not r["arm"].startswith("smollm2") and r.get("downstream_protocol") != protocol
-            and (wanted is None or (r["arm"], r["seed"]) in wanted)]
+
+    def stale(r):  # a check made under another protocol (the decoder arm has none)
+        return not r["arm"].startswith("smollm2") and r.get("downstream_protocol") != protocol
+
+    todo = [r for r in records if stale(r) and (wanted is None or (r["arm"], r["seed"]) in wanted)]
     print(f"{len(todo)} downstream checks to repeat under {protocol}; {args.jobs} at a time.", flush=True)
     setup["downstream_redo"] = {"when": setup["when"], "command": setup["command"]}
     failures, lock = [], threading.Lock()
@@ -477,8 +481,7 @@ def redo_downstream(records: list[dict], args, budget: str, threads: int, work: 
     setup["load_average_end"] = os.getloadavg()
     if failures:
         raise SystemExit(f"{len(failures)} re-run(s) failed: " + "; ".join(failures))
-    remaining = [f"{r['arm']}:{r['seed']}" for r in records
-                 if not r["arm"].startswith("smollm2") and r.get("downstream_protocol") != protocol]
+    remaining = [f"{r['arm']}:{r['seed']}" for r in records if stale(r)]
     if remaining:  # the outputs would mix protocols
         print(f"Not rebuilding the outputs: {', '.join(remaining)} still have another downstream protocol.")
         return None
