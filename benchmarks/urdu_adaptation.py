@@ -17,7 +17,7 @@ its own process; the seed sets the adaptation and the downstream fine-tuning ali
                        without new vocabulary, exact bits per byte (no downstream check)
 
 Per arm: bits per byte of held-out Urdu and English (same bytes for every model), fertility, throughput, and the
-downstream "which collection" task (LoRA fine-tuning with early stopping; mean ± std over seeds; majority baseline).
+downstream "which collection" task (fine-tuning with early stopping; mean ± std over seeds; majority baseline).
 Writes, under --output-dir: study.json, study.md, bits_per_byte.png (validation bits per byte against training
 steps), downstream.png (accuracy per arm with error bars), and study.partial.jsonl with one line per finished run (a
 cut-off study keeps its runs, and a rerun skips them).
@@ -316,13 +316,16 @@ def _bpb(entry: dict, key: str) -> str:
 
 
 def markdown(study: dict, setup: dict, records: list[dict] = ()) -> str:
+    from transformer_zoo.training.adaptation_report import fine_tuning_name
+
     lines = ["# Urdu adaptation study", "",
              f"`python benchmarks/urdu_adaptation.py {setup['command']}` — {setup['when']}; {setup['machine']}."
              + (f" {setup['note']}" if setup.get("note") else ""), "",
              "Bits per byte (lower is better) on the same held-out test-split sentences for every model; the "
              "masked-LM encoders' is the pseudo-log-likelihood (Salazar et al. 2020) and its word-l2r variant (Kauf & "
-             "Ivanova 2023), the decoder's is exact. Downstream: LoRA fine-tuning on the 6-class 'which collection' "
-             "task, test accuracy, mean ± std over seeds. The recipe's default is marked ★.", "",
+             "Ivanova 2023), the decoder's is exact. Downstream: "
+             f"{fine_tuning_name(study.get('downstream_protocol'))} on the 6-class 'which collection' task, test "
+             "accuracy, mean ± std over seeds. The recipe's default is marked ★.", "",
              "| arm | method | seeds | Urdu bpb | Urdu bpb (word-l2r) | English bpb | fertility | Urdu bytes/s | "
              "downstream accuracy (Urdu) | macro-F1 (Urdu) | accuracy (English task) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -357,6 +360,8 @@ def markdown(study: dict, setup: dict, records: list[dict] = ()) -> str:
 
 def convergence_lines(study: dict, records: list[dict]) -> list[str]:
     """The downstream protocol in words, and how often its fine-tunes stopped early or peaked at the last evaluation."""
+    from transformer_zoo.training.adaptation_report import fine_tuning_name
+
     protocol, sizes = study.get("downstream_protocol"), None
     for arm in study["arms"]:
         sizes = sizes or study[arm].get("downstream_sizes")
@@ -368,8 +373,8 @@ def convergence_lines(study: dict, records: list[dict]) -> list[str]:
     stopped = sum(run["steps"] < budget for run in runs)
     at_end = sum(run["best_step"] == run["steps"] for run in runs)
     precision = "bf16 autocast (fp32 weights)" if protocol["precision"] == "bf16" else "fp32"
-    return [f"Downstream protocol (every arm): LoRA, at most {protocol['epochs']:g} epochs ({budget} steps of "
-            f"{protocol['batch_size']}) at peak rate {protocol['learning_rate']:g} decaying linearly, {precision}, "
+    return [f"Downstream protocol (every arm): {fine_tuning_name(protocol)}, at most {protocol['epochs']:g} epochs "
+            f"({budget} steps of {protocol['batch_size']}) at peak rate {protocol['learning_rate']:g} decaying linearly, {precision}, "
             f"validation every {protocol['eval_steps']} steps, early stopping on validation "
             f"{protocol['stopping_metric']} after {protocol['patience']} evaluations without improvement, the best "
             f"validation model tested. Of {len(runs)} fine-tunes, {stopped} stopped early and {at_end} had their best "
@@ -378,6 +383,8 @@ def convergence_lines(study: dict, records: list[dict]) -> list[str]:
 
 def plots(study: dict, folder: Path) -> None:
     import matplotlib
+
+    from transformer_zoo.training.adaptation_report import fine_tuning_name
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -422,7 +429,7 @@ def plots(study: dict, folder: Path) -> None:
         axis.legend(fontsize=8)
     axis.set_xticks(range(len(arms)), arms, rotation=20)
     axis.set_ylabel("test accuracy (mean ± std over seeds)")
-    axis.set_title("Urdu 'which collection' task after LoRA fine-tuning")
+    axis.set_title(f"Urdu 'which collection' task after {fine_tuning_name(study.get('downstream_protocol'))}")
     figure.tight_layout()
     figure.savefig(folder / "downstream.png", dpi=120)
     plt.close(figure)

@@ -9,6 +9,7 @@ import torch
 
 from transformer_zoo import ZooDecoderConfig, ZooDecoderForCausalLM, ZooEncoderConfig, ZooEncoderForMaskedLM
 from transformer_zoo.text.tokenizer_stats import tokenizer_statistics
+from transformer_zoo.training.adaptation_report import fine_tuning_name
 from transformer_zoo.training.domain_adaptation import (
     MaskedPositionsLM,
     apply_lora,
@@ -258,8 +259,10 @@ def test_tiny_end_to_end_adaptation(tmp_path, english_wordpiece):
 
     assert downstream["protocol"]["precision"] == ("bf16" if native_bf16(torch.device("cpu")) else "no")
     assert downstream["protocol"]["stopping_metric"] == "eval_loss"
+    assert downstream["protocol"]["mode"] == build_parser().parse_args([]).downstream_mode
     report = (output_dir / "adaptation_report.md").read_text(encoding="utf-8")
     assert "early stopping on validation eval_loss" in report
+    assert f"{fine_tuning_name(downstream['protocol'])} on the 6-class" in report
     assert "spread is unknown" in report and "± 0.000" not in report.split("Downstream")[1].split("|")[0]
     for name in ("README.md", "results.json", "tokenizer_stats.json", "tokenizer_stats.md", "adaptation_report.md",
                  "model.safetensors", "tokenizer.json"):

@@ -6,7 +6,8 @@ import argparse
 
 from ..text.urdu import DIGIT_MODES, ZWNJ_MODES
 from .adaptation_data import DEFAULT_DATASET
-from .cli import RecipeArgumentParser, add_training_arguments, comma_list, int_list, optional_int, str2bool
+from .cli import (RecipeArgumentParser, add_training_arguments, comma_list, int_list, optional_float, optional_int,
+                  str2bool)
 from .embedding_init import EMBEDDING_INITS
 
 # The best arm of docs/urdu/study.md that fits the 15-minute default: LoRA with the new rows trainable, the new rows
@@ -14,6 +15,9 @@ from .embedding_init import EMBEDDING_INITS
 # its alignment and full-weight training take the default run to about 18 minutes (the README says how measured).
 DEFAULT_MODE = "lora"
 DEFAULT_EMBEDDING_INIT = "mean"
+# The downstream fine-tunes' peak rate per --downstream_mode when --downstream_learning_rate is not given: 1e-4 is in
+# the range BERT-sized models are fully fine-tuned at; LoRA's adapters and fresh classifier need about 20 times that.
+DOWNSTREAM_LEARNING_RATES = {"full": 1e-4, "lora": 2e-3}
 # The --full preset (documented in --help and the README): the whole training split, a bigger Urdu vocabulary,
 # more steps and a larger downstream slice (not timed here; hours on 2 CPU cores by the step times of the default).
 FULL_PRESET = dict(max_train_paragraphs=None, eval_paragraphs=1000, urdu_vocab_size=16000, max_steps=3000,
@@ -137,7 +141,7 @@ def build_parser() -> RecipeArgumentParser:
                          help="Also measure the unadapted model (its own tokenizer; a missing LM head is fitted per "
                          "language with the rest frozen, --head_warmup_steps steps).")
 
-    downstream = parser.add_argument_group("downstream check (LoRA fine-tuning of the unadapted and adapted model)")
+    downstream = parser.add_argument_group("downstream check (fine-tuning of the unadapted and the adapted model)")
     downstream.add_argument("--downstream", type=str2bool, default=True,
                             help="Run the check (needs a labelled --dataset such as hadith-ur).")
     downstream.add_argument("--downstream_seeds", type=int_list, default=[1, 2],
@@ -157,10 +161,10 @@ def build_parser() -> RecipeArgumentParser:
     downstream.add_argument("--downstream_max_length", type=int, default=64,
                             help="Tokens per example, the same budget for both models.")
     downstream.add_argument("--downstream_epochs", type=float, default=4.0,
-                            help="Most fine-tuning epochs (training stops early when validation accuracy stops "
-                            "improving).")
+                            help="Most fine-tuning epochs (training stops early when the validation "
+                            "--downstream_stopping_metric stops improving).")
     downstream.add_argument("--downstream_eval_steps", type=int, default=50,
-                            help="Validation accuracy every this many steps (early stopping, best model).")
+                            help="Validation every this many steps (early stopping, best model).")
     downstream.add_argument("--downstream_patience", type=int, default=3,
                             help="Evaluations without improvement before stopping early.")
     downstream.add_argument("--downstream_stopping_metric", choices=["eval_loss", "accuracy"], default="eval_loss",
@@ -170,7 +174,15 @@ def build_parser() -> RecipeArgumentParser:
                             help="Autocast for the fine-tunes (fp32 weights either way), the same for every model: "
                             "auto = bf16 where the device multiplies bf16 natively (CUDA with bf16, CPUs with "
                             "AVX512-BF16 or AMX), else no. The run's --mixed_precision, if set, applies instead.")
-    downstream.add_argument("--downstream_learning_rate", type=float, default=2e-3, help="Fine-tuning peak rate.")
+    downstream.add_argument("--downstream_mode", choices=["full", "lora"], default="full",
+                            help="How the fine-tunes train, the same for every model: full (every weight; its "
+                            "validation loss levels off within the budget, docs/urdu/convergence.md) or lora "
+                            "(adapters on the attention projections plus the classifier; it was still improving "
+                            "after twice the budget).")
+    downstream.add_argument("--downstream_learning_rate", type=optional_float, default=None,
+                            help="Fine-tuning peak rate, decaying linearly. Default: "
+                            + ", ".join(f"{rate:g} for {mode}" for mode, rate in DOWNSTREAM_LEARNING_RATES.items())
+                            + ".")
     downstream.add_argument("--downstream_batch_size", type=int, default=16, help="Fine-tuning batch size.")
     downstream.add_argument("--downstream_attention_dropout", type=float, default=0.0,
                             help="Attention-probability dropout while fine-tuning, the same for every model (0: "

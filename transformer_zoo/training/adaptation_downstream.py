@@ -1,5 +1,5 @@
-"""The domain-adaptation recipe's downstream check: LoRA fine-tuning of the unadapted and the adapted model on the same
-labelled task, the same way, over seeds, with the comparison against the seed spread."""
+"""The domain-adaptation recipe's downstream check: fine-tuning of the unadapted and the adapted model on the same
+labelled task, the same way (--downstream_mode), over seeds, with the comparison against the seed spread."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from transformers.utils import logging as hf_logging
 
 from .. import ZooEncoderForMaskedLM, ZooEncoderModel
 from ..metrics import majority_baseline, mean_std
+from .adaptation_arguments import DOWNSTREAM_LEARNING_RATES
 from .adaptation_data import normalise_dataset, stratified_subset
 
 
@@ -73,8 +74,8 @@ def precision_context(precision: str, accelerator):
 
 def downstream_check(args, corpus: datasets.DatasetDict, options: dict | None, card: dict, specs: dict[str, str],
                      accelerator, output_dir: Path, dataset_name: str) -> dict | None:
-    """LoRA fine-tuning of each model in `specs` (name -> classification_start folder) on the labelled `corpus`,
-    the same way, seeds --downstream_seeds, with early stopping on validation accuracy."""
+    """Fine-tuning of each model in `specs` (name -> classification_start folder) on the labelled `corpus`, the same
+    way (--downstream_mode), seeds --downstream_seeds, with early stopping on --downstream_stopping_metric."""
     from . import finetuning
 
     if "label" not in corpus["train"].column_names:
@@ -95,9 +96,10 @@ def downstream_check(args, corpus: datasets.DatasetDict, options: dict | None, c
     precision = downstream_precision(args.downstream_mixed_precision, accelerator)
     summary = {}
     for name, spec in specs.items():
-        argv = ["--model", spec, "--task", "sequence-classification", "--mode", "lora", "--dataset", dataset_name,
+        argv = ["--model", spec, "--task", "sequence-classification", "--mode", args.downstream_mode,
+                "--dataset", dataset_name,
                 "--max_length", str(args.downstream_max_length), "--num_epochs", str(args.downstream_epochs),
-                "--learning_rate", str(args.downstream_learning_rate),
+                "--learning_rate", str(downstream_learning_rate(args)),
                 "--attention_dropout", str(args.downstream_attention_dropout),
                 "--per_device_batch_size", str(args.downstream_batch_size),
                 "--eval_steps", str(args.downstream_eval_steps), "--save_steps", "none",
@@ -134,9 +136,17 @@ def downstream_check(args, corpus: datasets.DatasetDict, options: dict | None, c
     return summary
 
 
+def downstream_learning_rate(args) -> float:
+    """--downstream_learning_rate, or the default rate of --downstream_mode."""
+    if args.downstream_learning_rate is not None:
+        return args.downstream_learning_rate
+    return DOWNSTREAM_LEARNING_RATES[args.downstream_mode]
+
+
 def downstream_protocol(args, precision: str) -> dict:
     """The settings that decide a downstream number (sizes are recorded beside it, seeds per run)."""
-    return {"epochs": args.downstream_epochs, "learning_rate": args.downstream_learning_rate,
+    return {"mode": args.downstream_mode, "epochs": args.downstream_epochs,
+            "learning_rate": downstream_learning_rate(args),
             "batch_size": args.downstream_batch_size, "max_length": args.downstream_max_length,
             "eval_steps": args.downstream_eval_steps, "patience": args.downstream_patience,
             "stopping_metric": args.downstream_stopping_metric, "precision": precision,

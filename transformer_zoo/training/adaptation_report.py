@@ -74,7 +74,8 @@ def report_tables(results: dict) -> list[tuple[str, str]]:
                 f"{sizes['validation']} validation / {sizes['test']} test paragraphs.")
         protocol = check.get("protocol")
         if protocol:
-            line += (f" LoRA, at most {protocol['epochs']:g} epochs at peak rate {protocol['learning_rate']:g}, "
+            line += (f" {fine_tuning_name(protocol).capitalize()}, at most {protocol['epochs']:g} epochs at peak rate "
+                     f"{protocol['learning_rate']:g}, "
                      f"early stopping on validation {protocol['stopping_metric']} (patience {protocol['patience']} "
                      f"evaluations, every {protocol['eval_steps']} steps), "
                      + ("bf16 autocast with fp32 weights." if protocol["precision"] == "bf16" else
@@ -83,8 +84,14 @@ def report_tables(results: dict) -> list[tuple[str, str]]:
             comparison = check["comparison"]
             line += f" Accuracy gain {comparison['gain']:+.3f}: {comparison['verdict']}."
         lines.append(line)
-        tables.append((f"Downstream ({language}): LoRA fine-tuning on the 6-class collection task", "\n".join(lines)))
+        tables.append((f"Downstream ({language}): {fine_tuning_name(protocol)} on the 6-class collection task",
+                       "\n".join(lines)))
     return tables
+
+
+def fine_tuning_name(protocol: dict | None) -> str:
+    """How a downstream check fine-tuned ("LoRA fine-tuning" for checks recorded before --downstream_mode)."""
+    return "full fine-tuning" if (protocol or {}).get("mode") == "full" else "LoRA fine-tuning"
 
 
 def write_card(args, lm, adapted, data, results: dict, tables, accelerator, output_dir: Path,

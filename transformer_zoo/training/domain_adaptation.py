@@ -10,7 +10,7 @@
     4. continue pretraining with the model's own objective (masked LM for encoders, causal LM for decoders, span
        denoising for encoder-decoders), full or LoRA, with the recipes' training loop (resume, mixed precision,
        several processes), keeping the checkpoint with the lowest validation bits per byte;
-    5. measure the adapted model as in 2, and run a downstream check: LoRA fine-tuning of the unadapted and of the
+    5. measure the adapted model as in 2, and run a downstream check: fine-tuning of the unadapted and of the
        adapted model on a real Urdu task (which of six hadith collections a paragraph comes from) with early
        stopping, accuracy and macro-F1 as mean ± std over seeds beside the majority-class baseline.
 
