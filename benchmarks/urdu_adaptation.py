@@ -458,12 +458,14 @@ def _parse_tasks(text: str, parser) -> list[tuple[str, int]]:
 def redo_downstream(records: list[dict], args, budget: str, threads: int, work: Path, folder: Path, partial: Path,
                     setup: dict, parser, english: set[str]) -> dict | None:
     protocol = current_protocol(budget)
-    wanted = set(_parse_tasks(args.tasks, parser)) if args.tasks else None
+    wanted = _parse_tasks(args.tasks, parser) if args.tasks else None
 
     def stale(r):  # a check made under another protocol (the decoder arm has none)
         return not r["arm"].startswith("smollm2") and r.get("downstream_protocol") != protocol
 
     todo = [r for r in records if stale(r) and (wanted is None or (r["arm"], r["seed"]) in wanted)]
+    if wanted is not None:  # --tasks gives the order too
+        todo.sort(key=lambda r: wanted.index((r["arm"], r["seed"])))
     print(f"{len(todo)} downstream checks to repeat under {protocol}; {args.jobs} at a time.", flush=True)
     setup["downstream_redo"] = {"when": setup["when"], "command": setup["command"]}
     failures, lock = [], threading.Lock()

@@ -7,7 +7,7 @@
 
 It reads the study's finished runs (benchmarks/urdu_adaptation.py --work-dir) and fine-tunes their saved
 downstream-start models again with benchmarks/urdu_downstream_rerun.py, leaving their results.json alone. Writes
-convergence.json, convergence.md and convergence.png under --output-dir.
+convergence.json, convergence.md and convergence.png (--name) under --output-dir.
 
     python benchmarks/urdu_downstream_convergence.py --work-dir /tmp/urdu-runs --arms unadapted,lora --seed 1
 """
@@ -67,11 +67,15 @@ def measure(run_dir: Path, seed: int, epochs: float, threads: int, budget: str) 
     return out
 
 
-def markdown(report: dict) -> str:
+def markdown(report: dict, name: str = "convergence") -> str:
+    from transformer_zoo.training.adaptation_report import fine_tuning_name
+
+    mode = fine_tuning_name({"mode": report.get("mode", "lora")})
     lines = ["# Does the downstream check converge?", "",
              f"`python benchmarks/urdu_downstream_convergence.py {report['command']}` — {report['when']}; "
              f"{report['machine']}; load average {report['load_average_start'][0]:.2f} at the start.", "",
-             f"The study's protocol (at most {report['protocol_epochs']:g} epochs, early stopping on validation loss, "
+             f"The study's protocol ({mode}, at most {report['protocol_epochs']:g} epochs, early stopping on validation "
+             "loss, "
              f"{report['precision']} autocast) against {report['long_epochs']:g} epochs without early stopping and "
              "against the protocol in fp32, on the same saved model, data and seed. Test accuracy on the same 600 "
              "test paragraphs.", "",
@@ -94,7 +98,7 @@ def markdown(report: dict) -> str:
                   f"budget, {second['fp32']['accuracy'] - first['fp32']['accuracy']:+.3f} in fp32."]
     lines += ["", "Test accuracy is that of the model with the lowest validation loss (the protocol's selection, also "
               "in the long run). One seed: differences of about 0.02 are within what a seed changes (the study's "
-              "seed spread). convergence.png shows the validation curves."]
+              f"seed spread). {name}.png shows the validation curves."]
     return "\n".join(lines) + "\n"
 
 
@@ -132,7 +136,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--quick", action="store_true", help="runs of a --quick study (its task sizes)")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads")
     parser.add_argument("--output-dir", type=Path, default=ROOT / "docs" / "urdu",
-                        help="where convergence.json/.md/.png go")
+                        help="where NAME.json/.md/.png go")
+    parser.add_argument("--name", default="convergence", help="the output files' name (NAME.json, .md, .png)")
     args = parser.parse_args(argv)
     from transformer_zoo.training.domain_adaptation import build_parser
 
@@ -149,14 +154,15 @@ def main(argv=None) -> dict:
     for arm in arms:
         report["arms"][arm] = measure(args.work_dir / arm / f"seed-{args.seed}", args.seed, epochs * args.long_factor,
                                       args.threads, "quick" if args.quick else "default")
-        precision = report["arms"][arm]["protocol"]["protocol"]
-        report["precision"] = (precision or {}).get("precision", "unrecorded")
+        protocol = report["arms"][arm]["protocol"]["protocol"] or {}
+        report["precision"] = protocol.get("precision", "unrecorded")
+        report["mode"] = protocol.get("mode", "lora")  # checks recorded before --downstream_mode were LoRA
         args.output_dir.mkdir(parents=True, exist_ok=True)
-        (args.output_dir / "convergence.json").write_text(json.dumps(report, indent=2) + "\n")  # per arm: kept
+        (args.output_dir / f"{args.name}.json").write_text(json.dumps(report, indent=2) + "\n")  # per arm: kept
     report["load_average_end"] = os.getloadavg()
-    (args.output_dir / "convergence.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.output_dir / "convergence.md").write_text(markdown(report))
-    plot(report, args.output_dir / "convergence.png")
+    (args.output_dir / f"{args.name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (args.output_dir / f"{args.name}.md").write_text(markdown(report, args.name))
+    plot(report, args.output_dir / f"{args.name}.png")
     return report
 
 

@@ -90,7 +90,12 @@ def test_the_report_counts_early_stops_and_last_step_peaks():
         r["downstream_protocol"] = protocol
     study = study_module.summarise(records, "mean")
     text = study_module.markdown(study, {"command": "x", "when": "now", "machine": "m"}, records)
-    assert "at most 2 epochs (4 steps of 5)" in text and "bf16 autocast" in text
+    assert "LoRA fine-tuning, at most 2 epochs (4 steps of 5)" in text and "bf16 autocast" in text  # no "mode": LoRA
+    for r in records:
+        r["downstream_protocol"] = dict(protocol, mode="full")
+    text = study_module.markdown(study_module.summarise(records, "mean"), {"command": "x", "when": "now",
+                                                                          "machine": "m"}, records)
+    assert "Downstream: full fine-tuning on the 6-class" in text and "(every arm): full fine-tuning, at most" in text
     assert "Of 2 fine-tunes, 1 stopped early and 1 had their best validation at the last evaluation" in text
 
 
@@ -99,10 +104,33 @@ def test_the_current_protocol_is_the_recipes_default():
 
     protocol = study_module.current_protocol("default")
     defaults = build_parser().parse_args([])
-    assert protocol["epochs"] == defaults.downstream_epochs
+    assert protocol["epochs"] == defaults.downstream_epochs and protocol["mode"] == defaults.downstream_mode
+    # the learning rate follows the mode unless given
+    from transformer_zoo.training.adaptation_arguments import DOWNSTREAM_LEARNING_RATES
+
+    assert protocol["learning_rate"] == DOWNSTREAM_LEARNING_RATES[defaults.downstream_mode]
     assert protocol["stopping_metric"] == defaults.downstream_stopping_metric
     assert protocol["precision"] in ("no", "bf16")  # "auto", resolved for this CPU
     assert study_module.budget_downstream_flags("quick")[:2] == ["--downstream_train_examples", "36"]
+
+
+def test_redo_downstream_follows_the_order_of_tasks(tmp_path, monkeypatch):
+    records = [run_record(arm, seed, 1.0, 0.5) for arm in ("unadapted", "mean") for seed in (1, 2)]
+    done = []
+
+    def fake_redo(entry, budget, threads, work, english_task):
+        done.append((entry["arm"], entry["seed"]))
+        return dict(entry, downstream_protocol=study_module.current_protocol(budget), downstream_redo_seconds=0.0)
+
+    monkeypatch.setattr(study_module, "redo_task", fake_redo)
+    parser = study_module.argparse.ArgumentParser()
+    args = parser.parse_args([])
+    args.tasks, args.jobs = "mean:2,unadapted:1,mean:1", 1
+    result = study_module.redo_downstream(records, args, "quick", 1, tmp_path, tmp_path, tmp_path / "partial.jsonl",
+                                          {"when": "now", "command": "x"}, parser, set())
+    assert done == [("mean", 2), ("unadapted", 1), ("mean", 1)]
+    assert result is None  # unadapted seed 2 still has the old protocol: no outputs that mix them
+    assert len((tmp_path / "partial.jsonl").read_text().splitlines()) == 4
 
 
 def test_the_study_names_the_recipe_default():
