@@ -46,7 +46,11 @@ def _entry(check: dict, name: str, folder: Path, seed: int) -> dict:
             "curve": _curve(folder / "urdu" / name / f"seed-{seed}" / "metrics.jsonl")}
 
 
-def measure(run_dir: Path, seed: int, epochs: float, threads: int, budget: str) -> dict:
+VARIANTS = ("long", "fp32")
+
+
+def measure(run_dir: Path, seed: int, epochs: float, threads: int, budget: str,
+            wanted: tuple[str, ...] = VARIANTS) -> dict:
     rerun = _module("urdu_downstream_rerun").rerun
     study = _module("urdu_adaptation")
     results = json.loads((run_dir / "results.json").read_text())
@@ -60,7 +64,7 @@ def measure(run_dir: Path, seed: int, epochs: float, threads: int, budget: str) 
               *study.budget_downstream_flags(budget)]
     variants = {"long": ["--downstream_epochs", f"{epochs:g}", "--downstream_patience", "100000"],
                 "fp32": ["--downstream_mixed_precision", "no"]}
-    for variant, flags in variants.items():
+    for variant, flags in ((v, variants[v]) for v in wanted):
         folder = f"downstream-{variant}"
         check = rerun(run_dir, [*flags, *common], folder=folder, update_results=False)
         out[variant] = _entry(check, name, run_dir / folder, seed)
@@ -71,31 +75,35 @@ def markdown(report: dict, name: str = "convergence") -> str:
     from transformer_zoo.training.adaptation_report import fine_tuning_name
 
     mode = fine_tuning_name({"mode": report.get("mode", "lora")})
+    fp32 = all("fp32" in entry for entry in report["arms"].values())
     lines = ["# Does the downstream check converge?", "",
              f"`python benchmarks/urdu_downstream_convergence.py {report['command']}` — {report['when']}; "
              f"{report['machine']}; load average {report['load_average_start'][0]:.2f} at the start.", "",
              f"The study's protocol ({mode}, at most {report['protocol_epochs']:g} epochs, early stopping on validation "
-             "loss, "
-             f"{report['precision']} autocast) against {report['long_epochs']:g} epochs without early stopping and "
-             "against the protocol in fp32, on the same saved model, data and seed. Test accuracy on the same 600 "
-             "test paragraphs.", "",
+             f"loss, {report['precision']} autocast) against {report['long_epochs']:g} epochs without early stopping"
+             + (" and against the protocol in fp32" if fp32 else "") + ", on the same saved model, data and seed. "
+             "Test accuracy on the same 600 test paragraphs.", "",
              "| arm | protocol: accuracy (best step / steps) | long: accuracy (best step / steps) | long − protocol | "
-             "long: highest validation accuracy (step) | fp32: accuracy (best step / steps) | fp32 − protocol |",
-             "|---|---|---|---|---|---|---|"]
+             "long: highest validation accuracy (step) |"
+             + (" fp32: accuracy (best step / steps) | fp32 − protocol |" if fp32 else ""),
+             "|---|---|---|---|---|" + ("---|---|" if fp32 else "")]
     for arm, entry in report["arms"].items():
-        p, long, fp32 = entry["protocol"], entry["long"], entry["fp32"]
+        p, long = entry["protocol"], entry["long"]
         peak = max(long["curve"], key=lambda point: point["accuracy"]) if long["curve"] else None
-        lines.append(f"| {arm} | {p['accuracy']:.3f} ({p['best_step']} / {p['steps']}) | {long['accuracy']:.3f} "
-                     f"({long['best_step']} / {long['steps']}) | {long['accuracy'] - p['accuracy']:+.3f} | "
-                     + (f"{peak['accuracy']:.3f} ({peak['step']})" if peak else "—")
-                     + f" | {fp32['accuracy']:.3f} ({fp32['best_step']} / {fp32['steps']}) | "
-                     f"{fp32['accuracy'] - p['accuracy']:+.3f} |")
+        line = (f"| {arm} | {p['accuracy']:.3f} ({p['best_step']} / {p['steps']}) | {long['accuracy']:.3f} "
+                f"({long['best_step']} / {long['steps']}) | {long['accuracy'] - p['accuracy']:+.3f} | "
+                + (f"{peak['accuracy']:.3f} ({peak['step']})" if peak else "—") + " |")
+        if fp32:
+            line += (f" {entry['fp32']['accuracy']:.3f} ({entry['fp32']['best_step']} / {entry['fp32']['steps']}) | "
+                     f"{entry['fp32']['accuracy'] - p['accuracy']:+.3f} |")
+        lines.append(line)
     arms = list(report["arms"])
     if len(arms) == 2:
         first, second = (report["arms"][a] for a in arms)
         lines += ["", f"Gap {arms[1]} − {arms[0]}: {second['protocol']['accuracy'] - first['protocol']['accuracy']:+.3f}"
                   f" under the protocol, {second['long']['accuracy'] - first['long']['accuracy']:+.3f} with the long "
-                  f"budget, {second['fp32']['accuracy'] - first['fp32']['accuracy']:+.3f} in fp32."]
+                  "budget" + (f", {second['fp32']['accuracy'] - first['fp32']['accuracy']:+.3f} in fp32" if fp32 else "")
+                  + "."]
     lines += ["", "Test accuracy is that of the model with the lowest validation loss (the protocol's selection, also "
               "in the long run). One seed: differences of about 0.02 are within what a seed changes (the study's "
               f"seed spread). {name}.png shows the validation curves."]
@@ -111,6 +119,8 @@ def plot(report: dict, path: Path) -> None:
     figure, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for arm, entry in report["arms"].items():
         for variant, style in (("protocol", "o-"), ("long", "-"), ("fp32", ":")):
+            if variant not in entry:
+                continue
             curve = entry[variant]["curve"]
             steps = [point["step"] for point in curve]
             for axis, key in zip(axes, ("eval_loss", "accuracy")):
@@ -120,7 +130,8 @@ def plot(report: dict, path: Path) -> None:
     for axis in axes:
         axis.set_xlabel("fine-tuning step")
     axes[1].legend(fontsize=7)
-    figure.suptitle("Urdu downstream fine-tuning: the check's protocol, a longer budget, fp32")
+    figure.suptitle("Urdu downstream fine-tuning: the check's protocol against a longer budget"
+                    + (" and fp32" if all("fp32" in e for e in report["arms"].values()) else ""))
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
@@ -132,6 +143,9 @@ def main(argv=None) -> dict:
                         help="the study's run folders (benchmarks/urdu_adaptation.py --work-dir)")
     parser.add_argument("--arms", default="unadapted,lora", help="comma-separated arms whose runs are measured")
     parser.add_argument("--seed", type=int, default=1, help="the run (and fine-tuning seed) of each arm")
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        help="comma-separated comparisons to run: long (twice the epochs, no early stopping) and/or "
+                        "fp32 (the protocol without bf16 autocast)")
     parser.add_argument("--long-factor", type=float, default=2.0, help="the long budget, in multiples of the epochs")
     parser.add_argument("--quick", action="store_true", help="runs of a --quick study (its task sizes)")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads")
@@ -143,6 +157,9 @@ def main(argv=None) -> dict:
 
     epochs = build_parser().parse_args([]).downstream_epochs
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
+    if "long" not in variants or set(variants) - set(VARIANTS):
+        parser.error(f"--variants takes long (always) and optionally fp32, got {args.variants!r}")
     missing = [a for a in arms if not (args.work_dir / a / f"seed-{args.seed}" / "results.json").is_file()]
     if missing:
         parser.error(f"no finished run for {', '.join(missing)} seed {args.seed} under {args.work_dir}")
@@ -153,7 +170,7 @@ def main(argv=None) -> dict:
               "long_epochs": epochs * args.long_factor, "arms": {}}
     for arm in arms:
         report["arms"][arm] = measure(args.work_dir / arm / f"seed-{args.seed}", args.seed, epochs * args.long_factor,
-                                      args.threads, "quick" if args.quick else "default")
+                                      args.threads, "quick" if args.quick else "default", variants)
         protocol = report["arms"][arm]["protocol"]["protocol"] or {}
         report["precision"] = protocol.get("precision", "unrecorded")
         report["mode"] = protocol.get("mode", "lora")  # checks recorded before --downstream_mode were LoRA

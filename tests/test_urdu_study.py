@@ -209,3 +209,16 @@ def test_quick_study_end_to_end(tmp_path):
 
 def results_after(out):
     return json.loads((out / "runs" / "mean" / "seed-1" / "results.json").read_text())
+
+
+def test_the_convergence_table_without_the_fp32_variant():
+    entry = {"accuracy": 0.5, "macro_f1": 0.4, "steps": 10, "best_step": 8, "train_seconds": 1.0, "protocol": None,
+             "curve": [{"step": 5, "eval_loss": 1.0, "accuracy": 0.45}, {"step": 10, "eval_loss": 0.9, "accuracy": 0.5}]}
+    report = {"command": "x", "when": "now", "machine": "m", "load_average_start": [1.0], "protocol_epochs": 4.0,
+              "long_epochs": 8.0, "precision": "bf16", "mode": "full",
+              "arms": {"unadapted": {"protocol": entry, "long": dict(entry, accuracy=0.52, steps=20)}}}
+    text = convergence_module.markdown(report, "convergence")
+    assert "full fine-tuning, at most 4 epochs" in text and "fp32" not in text
+    assert "| unadapted | 0.500 (8 / 10) | 0.520 (8 / 20) | +0.020 | 0.500 (10) |" in text
+    report["arms"]["unadapted"]["fp32"] = dict(entry, accuracy=0.49)
+    assert "| 0.490 (8 / 10) | -0.010 |" in convergence_module.markdown(report)
