@@ -1,0 +1,122 @@
+#!/usr/bin/env python
+"""Greedy generation with a static KV cache under torch.compile: the zoo decoder against transformers' Llama with
+the same weights (benchmarks/compare_hf.py's Llama-shaped pair), and why one is slower.
+
+Both sides generate through transformers' own `generate(cache_implementation="static")`, which compiles the model's
+forward itself when the cache is compileable (on CPU only if the compile config allows every device; this script
+sets that). Per side, before any timing, torch._dynamo's counters after one generation say what was compiled: graph
+breaks with their reasons, unique graphs, and recompilations (a guard that fails at every new position recompiles,
+and a recompiling generation is slower than an eager one). Then --rounds alternating rounds, best of --steps each,
+median over rounds, with the eager dynamic-cache generation of the same side beside it.
+
+    python benchmarks/static_cache_generation.py --output benchmarks/results/static_cache_generation_cpu.json
+    python benchmarks/static_cache_generation.py --backend eager --rounds 1   # the counters only, quickly
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare_hf import build_pair, parse_args as compare_args  # noqa: E402
+
+
+def generate_fn(model, prompt, new_tokens: int, static: bool, backend: str):
+    from transformers import CompileConfig
+
+    config = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, num_beams=1, use_cache=True,
+                  pad_token_id=0)
+    if static:
+        compile_config = CompileConfig(backend=backend, fullgraph=False)
+        # transformers compiles generation only on accelerators unless told that every device may compile.
+        compile_config._compile_all_devices = True
+        config.update(cache_implementation="static", compile_config=compile_config)
+
+    def run():
+        with torch.no_grad():
+            return model.generate(prompt, **config)
+
+    return run
+
+
+def dynamo_counters(run) -> dict:
+    """What torch._dynamo compiled during one call of `run`. The counters are cleared, not the compiled code: a
+    torch._dynamo.reset() here would throw away the other side's compiled forward, and its timed generations would
+    then compile again."""
+    torch._dynamo.utils.counters.clear()
+    started = time.perf_counter()
+    tokens = run()
+    seconds = time.perf_counter() - started
+    counters = torch._dynamo.utils.counters
+    breaks = collections.Counter({reason: count for reason, count in counters["graph_break"].items()})
+    return {"first_call_s": round(seconds, 2), "graph_breaks": dict(breaks.most_common(10)),
+            "graph_break_count": sum(breaks.values()), "unique_graphs": counters["stats"]["unique_graphs"],
+            "calls_captured": counters["stats"]["calls_captured"],
+            "recompilations": sum(v for k, v in counters["recompiles"].items()) if "recompiles" in counters else None,
+            "frames": dict(counters["frames"]), "tokens": tokens[0].tolist()}
+
+
+def best_of(fn, steps: int) -> float:
+    best = float("inf")
+    for _ in range(steps):
+        started = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--new-tokens", type=int, default=64, help="tokens per generation (default: %(default)s)")
+    parser.add_argument("--prompt-tokens", type=int, default=16, help="prompt length (default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=4, help="alternating rounds, median reported (default: %(default)s)")
+    parser.add_argument("--steps", type=int, default=3, help="generations per side per round, best kept (default: %(default)s)")
+    parser.add_argument("--backend", default="inductor", help="torch.compile backend (eager: counters only, fast)")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
+    parser.add_argument("--output", type=Path, default=None, help="write the results as JSON to this file")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    shape = compare_args(["--families", "llama"])
+    zoo, llama, batch = build_pair("llama", shape, "sdpa")
+    zoo.eval(), llama.eval()
+    prompt = batch["input_ids"][:1, :args.prompt_tokens]
+    sides = {"zoo": zoo, "llama": llama}
+    report = {"command": " ".join(argv if argv is not None else sys.argv[1:]), "torch": torch.__version__,
+              "threads": torch.get_num_threads(), "load_average_start": os.getloadavg(), "backend": args.backend,
+              "compiled": {}, "timings_s": {}}
+    runs = {}
+    for name, model in sides.items():
+        runs[f"{name} static+compile"] = generate_fn(model, prompt, args.new_tokens, True, args.backend)
+        runs[f"{name} dynamic eager"] = generate_fn(model, prompt, args.new_tokens, False, args.backend)
+    eager_tokens = {name: runs[f"{name} dynamic eager"]()[0].tolist() for name in sides}
+    for name in sides:
+        report["compiled"][name] = dynamo_counters(runs[f"{name} static+compile"])
+        report["compiled"][name]["same_tokens_as_eager"] = report["compiled"][name].pop("tokens") == eager_tokens[name]
+        print(name, {k: v for k, v in report["compiled"][name].items() if k != "frames"}, flush=True)
+    report["same_tokens_zoo_llama"] = eager_tokens["zoo"] == eager_tokens["llama"]
+    order = list(runs)
+    for round_index in range(args.rounds):
+        for label in order if round_index % 2 == 0 else order[::-1]:
+            report["timings_s"].setdefault(label, []).append(best_of(runs[label], args.steps))
+    report["median_s"] = {label: statistics.median(values) for label, values in report["timings_s"].items()}
+    report["load_average_end"] = os.getloadavg()
+    for label, value in report["median_s"].items():
+        print(f"{label:>24}: {value * 1e3:8.1f} ms", flush=True)
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+if __name__ == "__main__":
+    main()
