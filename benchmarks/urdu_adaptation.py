@@ -132,8 +132,8 @@ def redo_task(entry: dict, budget: str, threads: int, work: Path, english_task: 
     out = work / arm / f"seed-{seed}"
     command = [sys.executable, "benchmarks/urdu_downstream_rerun.py", str(out), "--cpu_threads", str(threads),
                *budget_downstream_flags(budget)]
-    if english_task:  # else the run's own setting
-        command += ["--english_downstream", "true"]
+    # The study's --english-task-arms decides, not the finished run's own flag (which may be from another study).
+    command += ["--english_downstream", "true" if english_task else "false"]
     started = time.perf_counter()
     with (out.parent / f"seed-{seed}.redo.log").open("w") as log:
         code = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
