@@ -109,6 +109,41 @@ def test_frozen_parameters_stay_out_of_the_optimizer():
     assert [p for group in optimizer.param_groups for p in group["params"]] == [model.model.norm.weight]
 
 
+def test_the_fused_adamw_makes_the_default_update():
+    # build_optimizer picks PyTorch's fused kernel on CPU; ten steps with both weight-decay groups must match the
+    # default (per-tensor) AdamW to float rounding, parameters and optimiser state alike. (A model with a parameter
+    # whose exact gradient is zero, such as an attention key bias, would compare Adam's normalised rounding noise.)
+    torch.manual_seed(0)
+
+    def network():
+        return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.GELU(),
+                                   torch.nn.Linear(16, 4))
+
+    fused_model, plain_model = network(), network()
+    plain_model.load_state_dict(fused_model.state_dict())
+    initial = {name: value.clone() for name, value in fused_model.state_dict().items()}
+    fused = build_optimizer(fused_model, learning_rate=1e-2, weight_decay=0.1)
+    assert all(group["fused"] for group in fused.param_groups) and len(fused.param_groups) == 2
+    plain = torch.optim.AdamW(parameter_groups(plain_model, 0.1), lr=1e-2, weight_decay=0.1)
+    assert not any(group["fused"] for group in plain.param_groups)
+    inputs, targets = torch.randn(32, 8), torch.randn(32, 4)
+    for _ in range(10):
+        for model, optimizer in ((fused_model, fused), (plain_model, plain)):
+            torch.nn.functional.mse_loss(model(inputs), targets).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    for (name, a), b in zip(fused_model.named_parameters(), plain_model.parameters()):
+        assert (a - initial[name]).abs().max() > 1e-3, name  # trained, not compared at the start
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+    state = fused.state[next(fused_model.parameters())]["exp_avg_sq"]
+    torch.testing.assert_close(state, plain.state[next(plain_model.parameters())]["exp_avg_sq"], rtol=1e-5, atol=1e-9)
+    # Where the kernel does not apply, the default implementation is kept.
+    from transformer_zoo.training.optim import fused_adamw_applies
+
+    assert not fused_adamw_applies([torch.nn.Parameter(torch.zeros(2, dtype=torch.float64).to_sparse())])
+    assert not fused_adamw_applies([])
+
+
 @pytest.mark.parametrize("name", ["linear", "cosine", "inverse_sqrt", "constant"])
 def test_schedules_warm_up_then_decay(name):
     optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=1.0)

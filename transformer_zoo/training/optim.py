@@ -75,12 +75,34 @@ def build_optimizer(
     betas: tuple[float, float] = (0.9, 0.999),
     eps: float = 1e-8,
 ) -> torch.optim.AdamW:
-    """AdamW over `parameter_groups(model, weight_decay)`."""
+    """AdamW over `parameter_groups(model, weight_decay)`, with PyTorch's fused kernel where it applies."""
     groups = parameter_groups(model, weight_decay)
-    trainable = sum(p.numel() for group in groups for p in group["params"])
-    logger.info(f"AdamW over {trainable:,} trainable parameters (lr {learning_rate}, betas {betas}, eps {eps}, "
-                f"weight decay {weight_decay} except biases and norms)")
-    return torch.optim.AdamW(groups, lr=learning_rate, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
+    parameters = [p for group in groups for p in group["params"]]
+    trainable = sum(p.numel() for p in parameters)
+    fused = fused_adamw_applies(parameters)
+    logger.info(f"AdamW{' (fused)' if fused else ''} over {trainable:,} trainable parameters (lr {learning_rate}, "
+                f"betas {betas}, eps {eps}, weight decay {weight_decay} except biases and norms)")
+    return torch.optim.AdamW(groups, lr=learning_rate, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                             fused=fused or None)
+
+
+# Devices with a fused AdamW kernel in PyTorch.
+FUSED_ADAMW_DEVICES = ("cpu", "cuda", "xpu", "mps")
+
+
+def fused_adamw_applies(parameters: list[torch.Tensor]) -> bool:
+    """Whether PyTorch's fused AdamW can update `parameters`: plain floating-point tensors on one device type that has
+    the kernel. The same update as the default implementation to float rounding (tests/test_optim.py), in one pass
+    per tensor instead of about ten: on CPU, where the default is a loop of separate element-wise operations per
+    parameter, it took 17 ms against 217 ms for a 38k x 384 embedding (one thread). Sharded (DTensor) or sparse
+    parameters keep the default."""
+    if not parameters:
+        return False
+    devices = {p.device.type for p in parameters}
+    return (len(devices) == 1 and devices.pop() in FUSED_ADAMW_DEVICES
+            and all(type(p.data) is torch.Tensor and not p.is_sparse and p.dtype in (torch.float32, torch.float16,
+                                                                                     torch.bfloat16, torch.float64)
+                    for p in parameters))
 
 
 def build_scheduler(
