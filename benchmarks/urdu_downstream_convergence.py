@@ -78,7 +78,8 @@ def markdown(report: dict, name: str = "convergence") -> str:
     fp32 = all("fp32" in entry for entry in report["arms"].values())
     lines = ["# Does the downstream check converge?", "",
              f"`python benchmarks/urdu_downstream_convergence.py {report['command']}` — {report['when']}; "
-             f"{report['machine']}; load average {report['load_average_start'][0]:.2f} at the start.", "",
+             f"{report['machine']}; load average {report['load_average_start'][0]:.2f} at the start."
+             + (f" {report['note']}" if report.get("note") else ""), "",
              f"The study's protocol ({mode}, at most {report['protocol_epochs']:g} epochs, early stopping on validation "
              f"loss, {report['precision']} autocast) against {report['long_epochs']:g} epochs without early stopping"
              + (" and against the protocol in fp32" if fp32 else "") + ", on the same saved model, data and seed. "
@@ -105,8 +106,8 @@ def markdown(report: dict, name: str = "convergence") -> str:
                   "budget" + (f", {second['fp32']['accuracy'] - first['fp32']['accuracy']:+.3f} in fp32" if fp32 else "")
                   + "."]
     lines += ["", "Test accuracy is that of the model with the lowest validation loss (the protocol's selection, also "
-              "in the long run). One seed: differences of about 0.02 are within what a seed changes (the study's "
-              f"seed spread). {name}.png shows the validation curves."]
+              "in the long run). One seed: study.md gives the seed spread to compare the differences with. "
+              f"{name}.png shows the validation curves."]
     return "\n".join(lines) + "\n"
 
 
