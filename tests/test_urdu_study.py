@@ -104,11 +104,13 @@ def test_the_current_protocol_is_the_recipes_default():
 
     protocol = study_module.current_protocol("default")
     defaults = build_parser().parse_args([])
-    assert protocol["epochs"] == defaults.downstream_epochs and protocol["mode"] == defaults.downstream_mode
-    # the learning rate follows the mode unless given
+    assert protocol["epochs"] == defaults.downstream_epochs
+    # The study fine-tunes every weight (the recipe's default check is LoRA), at the recipe's rate for that mode.
     from transformer_zoo.training.adaptation_arguments import DOWNSTREAM_LEARNING_RATES
 
-    assert protocol["learning_rate"] == DOWNSTREAM_LEARNING_RATES[defaults.downstream_mode]
+    assert protocol["mode"] == "full" and defaults.downstream_mode == "lora"
+    assert protocol["learning_rate"] == DOWNSTREAM_LEARNING_RATES["full"]
+    assert study_module.task_flags("mean", 1, "default", False, 1)[-2:] == ["--downstream_mode", "full"]
     assert protocol["stopping_metric"] == defaults.downstream_stopping_metric
     assert protocol["precision"] in ("no", "bf16")  # "auto", resolved for this CPU
     assert study_module.budget_downstream_flags("quick")[:2] == ["--downstream_train_examples", "36"]

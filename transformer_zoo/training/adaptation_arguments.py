@@ -174,11 +174,11 @@ def build_parser() -> RecipeArgumentParser:
                             help="Autocast for the fine-tunes (fp32 weights either way), the same for every model: "
                             "auto = bf16 where the device multiplies bf16 natively (CUDA with bf16, CPUs with "
                             "AVX512-BF16 or AMX), else no. The run's --mixed_precision, if set, applies instead.")
-    downstream.add_argument("--downstream_mode", choices=["full", "lora"], default="full",
-                            help="How the fine-tunes train, the same for every model: full (every weight; its "
-                            "validation loss levels off within the budget, docs/urdu/convergence.md) or lora "
-                            "(adapters on the attention projections plus the classifier; it was still improving "
-                            "after twice the budget).")
+    downstream.add_argument("--downstream_mode", choices=["lora", "full"], default="lora",
+                            help="How the fine-tunes train, the same for every model: lora (adapters on the "
+                            "attention projections plus the classifier; fits the 15-minute default run) or full "
+                            "(every weight, as the study does: steadier, but the default run took about 19 minutes; "
+                            "docs/urdu/default-run-full-downstream).")
     downstream.add_argument("--downstream_learning_rate", type=optional_float, default=None,
                             help="Fine-tuning peak rate, decaying linearly. Default: "
                             + ", ".join(f"{rate:g} for {mode}" for mode, rate in DOWNSTREAM_LEARNING_RATES.items())
