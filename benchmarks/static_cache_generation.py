@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_hf import build_pair, parse_args as compare_args  # noqa: E402
+from compare_hf import best_of, build_pair, parse_args as compare_args  # noqa: E402
 
 
 def generate_fn(model, prompt, new_tokens: int, static: bool, backend: str):
@@ -63,15 +63,6 @@ def dynamo_counters(run) -> dict:
             "calls_captured": counters["stats"]["calls_captured"],
             "recompilations": sum(v for k, v in counters["recompiles"].items()) if "recompiles" in counters else None,
             "frames": dict(counters["frames"]), "tokens": tokens[0].tolist()}
-
-
-def best_of(fn, steps: int) -> float:
-    best = float("inf")
-    for _ in range(steps):
-        started = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - started)
-    return best
 
 
 def main(argv=None) -> dict:
