@@ -164,15 +164,22 @@ def best_of(fn, steps: int) -> float:
     return best
 
 
-def compare(runs: dict, rounds: int, steps: int, warmup: int) -> dict:
-    for fn in runs.values():
-        for _ in range(warmup):
-            fn()
+def alternating_rounds(runs: dict, rounds: int, steps: int) -> dict[str, list[float]]:
+    """Per run, its best-of-`steps` time in each of `rounds` rounds; the order of the runs reverses every round, so
+    a drift in machine load hits them alike."""
     times = {name: [] for name in runs}
     for round_index in range(rounds):
         order = list(runs) if round_index % 2 == 0 else list(reversed(runs))
         for name in order:
             times[name].append(best_of(runs[name], steps))
+    return times
+
+
+def compare(runs: dict, rounds: int, steps: int, warmup: int) -> dict:
+    for fn in runs.values():
+        for _ in range(warmup):
+            fn()
+    times = alternating_rounds(runs, rounds, steps)
     zoo, peer = statistics.median(times["zoo"]), statistics.median(times["peer"])
     return {"zoo_s": zoo, "peer_s": peer, "speedup": peer / zoo, "rounds": times}
 

@@ -14,12 +14,14 @@ import json
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from compare_hf import alternating_rounds  # noqa: E402
 
 from transformer_zoo import ZooEncoderConfig, ZooEncoderForSequenceClassification  # noqa: E402
 from transformer_zoo.training.optim import parameter_groups  # noqa: E402
@@ -43,19 +45,11 @@ def main(argv=None) -> dict:
         parameter.grad = torch.randn(parameter.shape, generator=generator) * 1e-3
     optimizers = {name: torch.optim.AdamW(parameter_groups(model, 0.01), lr=1e-4, fused=fused)
                   for name, fused in (("default", None), ("fused", True))}
-    times = {name: [] for name in optimizers}
     load_before = os.getloadavg()
     for optimizer in optimizers.values():  # state allocation is not timed
         optimizer.step()
-    for round_index in range(args.rounds):
-        order = list(optimizers) if round_index % 2 == 0 else list(optimizers)[::-1]
-        for name in order:
-            best = float("inf")
-            for _ in range(args.steps):
-                started = time.perf_counter()
-                optimizers[name].step()
-                best = min(best, time.perf_counter() - started)
-            times[name].append(best)
+    times = alternating_rounds({name: optimizer.step for name, optimizer in optimizers.items()}, args.rounds,
+                               args.steps)
     median = {name: statistics.median(values) for name, values in times.items()}
     report = {"parameters": sum(p.numel() for p in model.parameters()), "threads": torch.get_num_threads(),
               "torch": torch.__version__, "load_average_before": load_before, "load_average_after": os.getloadavg(),

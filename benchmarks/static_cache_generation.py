@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_hf import best_of, build_pair, parse_args as compare_args  # noqa: E402
+from compare_hf import alternating_rounds, build_pair, parse_args as compare_args  # noqa: E402
 
 
 def generate_fn(model, prompt, new_tokens: int, static: bool, backend: str):
@@ -84,7 +84,7 @@ def main(argv=None) -> dict:
     sides = {"zoo": zoo, "llama": llama}
     report = {"command": " ".join(argv if argv is not None else sys.argv[1:]), "torch": torch.__version__,
               "threads": torch.get_num_threads(), "load_average_start": os.getloadavg(), "backend": args.backend,
-              "compiled": {}, "timings_s": {}}
+              "compiled": {}}
     runs = {}
     for name, model in sides.items():
         runs[f"{name} static+compile"] = generate_fn(model, prompt, args.new_tokens, True, args.backend)
@@ -95,10 +95,7 @@ def main(argv=None) -> dict:
         report["compiled"][name]["same_tokens_as_eager"] = report["compiled"][name].pop("tokens") == eager_tokens[name]
         print(name, {k: v for k, v in report["compiled"][name].items() if k != "frames"}, flush=True)
     report["same_tokens_zoo_llama"] = eager_tokens["zoo"] == eager_tokens["llama"]
-    order = list(runs)
-    for round_index in range(args.rounds):
-        for label in order if round_index % 2 == 0 else order[::-1]:
-            report["timings_s"].setdefault(label, []).append(best_of(runs[label], args.steps))
+    report["timings_s"] = alternating_rounds(runs, args.rounds, args.steps)
     report["median_s"] = {label: statistics.median(values) for label, values in report["timings_s"].items()}
     report["load_average_end"] = os.getloadavg()
     for label, value in report["median_s"].items():
