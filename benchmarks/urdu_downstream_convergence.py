@@ -1,6 +1,7 @@
 #!/usr/bin/env python
-"""Is the Urdu downstream check's budget enough? The check's protocol (recipes/domain_adapt.py's defaults: at most
-4 epochs, early stopping on validation loss, bf16 autocast where native) against, on the same saved models and seed:
+"""Is the Urdu downstream check's budget enough? The study's protocol (benchmarks/urdu_adaptation.py's downstream
+flags: at most 8 epochs, early stopping on validation loss, bf16 autocast where native) against, on the same saved
+models and seed:
 
   long   twice the epochs with no early stopping (the validation curve shows whether it still improves), and
   fp32   the protocol in full fp32 (what bf16 autocast changes).
@@ -57,7 +58,7 @@ def measure(run_dir: Path, seed: int, epochs: float, threads: int, budget: str,
     name = next(n for n in ("adapted", "unadapted") if n in (results.get("downstream") or {}).get("urdu", {}))
     current = study.current_protocol(budget)
     if results["downstream"]["urdu"].get("protocol") != current:
-        raise SystemExit(f"{run_dir}'s downstream check is not the recipe's current protocol ({current}): run "
+        raise SystemExit(f"{run_dir}'s downstream check is not the study's current protocol ({current}): run "
                          "benchmarks/urdu_adaptation.py --redo-downstream first.")
     out = {"model": name, "protocol": _entry(results["downstream"], name, run_dir / "downstream", seed)}
     common = ["--downstream_seeds", str(seed), "--english_downstream", "false", "--cpu_threads", str(threads),
@@ -66,7 +67,8 @@ def measure(run_dir: Path, seed: int, epochs: float, threads: int, budget: str,
                 "fp32": ["--downstream_mixed_precision", "no"]}
     for variant, flags in ((v, variants[v]) for v in wanted):
         folder = f"downstream-{variant}"
-        check = rerun(run_dir, [*flags, *common], folder=folder, update_results=False)
+        # The variant's flags last: the study's own --downstream_epochs/--downstream_patience are in common.
+        check = rerun(run_dir, [*common, *flags], folder=folder, update_results=False)
         out[variant] = _entry(check, name, run_dir / folder, seed)
     return out
 
@@ -154,9 +156,8 @@ def main(argv=None) -> dict:
                         help="where NAME.json/.md/.png go")
     parser.add_argument("--name", default="convergence", help="the output files' name (NAME.json, .md, .png)")
     args = parser.parse_args(argv)
-    from transformer_zoo.training.domain_adaptation import build_parser
-
-    epochs = build_parser().parse_args([]).downstream_epochs
+    budget = "quick" if args.quick else "default"
+    epochs = _module("urdu_adaptation").current_protocol(budget)["epochs"]  # the study's, not the recipe's default
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
     if "long" not in variants or set(variants) - set(VARIANTS):
@@ -171,7 +172,7 @@ def main(argv=None) -> dict:
               "long_epochs": epochs * args.long_factor, "arms": {}}
     for arm in arms:
         report["arms"][arm] = measure(args.work_dir / arm / f"seed-{args.seed}", args.seed, epochs * args.long_factor,
-                                      args.threads, "quick" if args.quick else "default", variants)
+                                      args.threads, budget, variants)
         protocol = report["arms"][arm]["protocol"]["protocol"] or {}
         report["precision"] = protocol.get("precision", "unrecorded")
         report["mode"] = protocol.get("mode", "lora")  # checks recorded before --downstream_mode were LoRA

@@ -104,13 +104,16 @@ def test_the_current_protocol_is_the_recipes_default():
 
     protocol = study_module.current_protocol("default")
     defaults = build_parser().parse_args([])
-    assert protocol["epochs"] == defaults.downstream_epochs
+    # ... with the study's longer budget: at most 8 epochs, patience 5 (the recipe's default is 4 epochs, patience 3).
+    assert (protocol["epochs"], protocol["patience"]) == (8.0, 5)
+    assert (defaults.downstream_epochs, defaults.downstream_patience) == (4.0, 3)
+    assert protocol["eval_steps"] == defaults.downstream_eval_steps
     # The study fine-tunes every weight (the recipe's default check is LoRA), at the recipe's rate for that mode.
     from transformer_zoo.training.adaptation_arguments import DOWNSTREAM_LEARNING_RATES
 
     assert protocol["mode"] == "full" and defaults.downstream_mode == "lora"
     assert protocol["learning_rate"] == DOWNSTREAM_LEARNING_RATES["full"]
-    assert study_module.task_flags("mean", 1, "default", False, 1)[-2:] == ["--downstream_mode", "full"]
+    assert study_module.task_flags("mean", 1, "default", False, 1)[-6:] == study_module.STUDY_DOWNSTREAM
     assert protocol["stopping_metric"] == defaults.downstream_stopping_metric
     assert protocol["precision"] in ("no", "bf16")  # "auto", resolved for this CPU
     assert study_module.budget_downstream_flags("quick")[:2] == ["--downstream_train_examples", "36"]
