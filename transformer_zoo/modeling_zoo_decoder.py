@@ -20,6 +20,7 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_decoder import ZooDecoderConfig
+from .modeling_zoo_checks import check_classification_labels, check_labels
 from .modeling_zoo_layers import (
     ZooAttention,
     ZooBlock,
@@ -27,8 +28,6 @@ from .modeling_zoo_layers import (
     ZooStackMixin,
     accepts_past_key_values,
     build_token_embedding,
-    check_classification_labels,
-    check_labels,
 )
 from .modeling_zoo_losses import chunked_causal_lm_loss, share_of_accumulated_batch, token_cross_entropy
 

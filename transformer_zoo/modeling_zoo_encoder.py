@@ -17,18 +17,16 @@ from transformers.utils import can_return_tuple
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_encoder import ZooEncoderConfig
+from .modeling_zoo_checks import check_classification_labels, check_labels, check_token_ids
 from .modeling_zoo_layers import (
-    build_token_embedding,
     ZooAttention,
     ZooBlock,
     ZooPooler,
     ZooPreTrainedModel,
     ZooStackMixin,
     build_norm,
+    build_token_embedding,
     classifier_dropout,
-    check_classification_labels,
-    check_labels,
-    check_token_ids,
     get_activation,
 )
 from .modeling_zoo_losses import share_of_accumulated_batch, token_cross_entropy

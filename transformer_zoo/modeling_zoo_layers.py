@@ -8,9 +8,8 @@ Four kinds of layer, each chosen by a config string through a small registry:
 * attention       `ZooAttention`      one module for self- and cross-attention, MHA/GQA/MQA; the kernel (eager, sdpa,
                                       flash_attention_2, flex_attention) comes from transformers' attention interface.
 
-A position scheme injects order in one of three places, so it has three hooks: `embed` (added to the token embeddings:
-sinusoidal, learned), `rotary` (rotates queries and keys: RoPE) and `score_bias` (added to attention scores: ALiBi,
-T5 relative buckets). Attention asks the scheme; it never branches on the scheme's name.
+The position schemes live in modeling_zoo_positions.py (a scheme has three hooks: `embed`, `rotary`, `score_bias`;
+attention asks the scheme and never branches on its name), the checks on a forward's inputs in modeling_zoo_checks.py.
 
 `ZooBlock` is one layer (self-attention, optional cross-attention, feed-forward), each sublayer wrapped by the same
 pre- or post-norm residual. `ZooStackMixin` turns a `PreTrainedModel` into a stack of blocks: embeddings -> N blocks
@@ -21,7 +20,6 @@ This file is copied into saved checkpoints for `trust_remote_code`: it imports s
 
 import functools
 import json
-import math
 import os
 import warnings
 from collections.abc import Callable
@@ -30,14 +28,13 @@ import torch
 from safetensors import SafetensorError
 from torch import nn
 from transformers import PreTrainedModel
-from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, EncoderDecoderCache
 from transformers.integrations.sdpa_attention import repeat_kv
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-from transformers.utils import TransformersKwargs, logging
+from transformers.utils import logging
 
 from .configuration_zoo_common import GATED_ACTIVATIONS
 from .modeling_zoo_attention_variants import (
@@ -47,6 +44,8 @@ from .modeling_zoo_attention_variants import (
     uses_variant_mask,
     variant_attention_mask,
 )
+from .modeling_zoo_checks import check_token_ids, reject_unknown_kwargs
+from .modeling_zoo_positions import POSITION_SCHEMES, PositionScheme, apply_rotary
 
 
 logger = logging.get_logger(__name__)
@@ -115,215 +114,6 @@ class ZooMLP(nn.Module):
         if self.gate_proj is None:
             return self.down_proj(self.act_fn(self.up_proj(hidden_states)))
         return self.down_proj(self.act_fn(self.gate_proj(hidden_states)) * self.up_proj(hidden_states))
-
-
-# ================================================================================================ position schemes
-class PositionScheme(nn.Module):
-    """No positional information (NoPE). Subclasses implement one of the three hooks.
-
-    `num_heads` and `head_dim` are those of the stack's self-attention (the encoder-decoder's stacks may differ).
-    """
-
-    # True when score_bias returns a bias (FlashAttention kernels cannot add one).
-    adds_score_bias = False
-
-    def __init__(self, config, is_causal: bool, num_heads: int | None = None, head_dim: int | None = None):
-        super().__init__()
-        self.is_causal = is_causal
-        self.num_heads = num_heads or config.num_attention_heads
-        self.head_dim = head_dim or config.head_dim
-
-    def embed(self, position_ids: torch.Tensor) -> torch.Tensor | None:
-        """Vectors added to the token embeddings, [batch, seq, hidden], or None."""
-        return None
-
-    def rotary(self, position_ids: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """(cos, sin), each [batch, seq, head_dim], that rotate queries and keys, or None."""
-        return None
-
-    def score_bias(self, query_length: int, key_length: int, past_length: int, device) -> torch.Tensor | None:
-        """An additive attention-score bias [1, heads, query_length, key_length], or None.
-
-        Distances are measured in cache slots (query i sits at slot past_length + i). With left padding the real
-        tokens are contiguous, so their distances, and hence these relative biases, do not depend on the padding.
-        """
-        return None
-
-    def reset_buffers(self) -> None:
-        """Recompute non-persistent buffers (from_pretrained builds on the meta device and leaves them empty)."""
-
-
-def _check_positions_fit(position_ids: torch.Tensor, limit: int, scheme: str) -> None:
-    # A data-dependent check; skipped while torch.compile traces (it would break the graph).
-    if not torch.compiler.is_compiling() and position_ids.numel() and int(position_ids.max()) >= limit:
-        raise ValueError(
-            f"Position {int(position_ids.max())} is beyond the {scheme} position table of max_position_embeddings="
-            f"{limit}. Shorten the input, or build the model with a larger max_position_embeddings "
-            "(for learned positions that means new, untrained rows)."
-        )
-
-
-class SinusoidalPositions(PositionScheme):
-    """Fixed sine/cosine positions (Vaswani et al. 2017, 3.5): PE[p, i] = sin(p / 10000^(2i/d)) in the first half of
-    the vector and cos(...) in the second half. The paper interleaves sin and cos; its own code (tensor2tensor),
-    fairseq and Marian concatenate the halves, which differs only by a fixed permutation of dimensions. Concatenated
-    halves let Marian checkpoints convert exactly.
-    """
-
-    def __init__(self, config, is_causal: bool, num_heads: int | None = None, head_dim: int | None = None):
-        super().__init__(config, is_causal, num_heads, head_dim)
-        self.num_positions, self.dim = config.max_position_embeddings, config.hidden_size
-        self.table = nn.Buffer(self.compute_table(self.num_positions, self.dim), persistent=False)
-
-    @staticmethod
-    def compute_table(num_positions: int, dim: int) -> torch.Tensor:
-        # float64 as Marian does, so that large positions keep full float32 precision.
-        position = torch.arange(num_positions, dtype=torch.float64)[:, None]
-        inv_freq = 1.0 / (10000.0 ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
-        angles = position * inv_freq
-        table = torch.zeros(num_positions, dim, dtype=torch.float64)
-        half = dim // 2 + dim % 2
-        table[:, :half] = torch.sin(angles)
-        table[:, half:] = torch.cos(angles[:, : dim // 2])
-        return table.float()
-
-    def embed(self, position_ids):
-        _check_positions_fit(position_ids, self.num_positions, "sinusoidal")
-        return nn.functional.embedding(position_ids, self.table)
-
-    def reset_buffers(self):
-        init.copy_(self.table, self.compute_table(self.num_positions, self.dim))
-
-
-class LearnedPositions(PositionScheme):
-    """A trained table of absolute positions (BERT, GPT-2)."""
-
-    def __init__(self, config, is_causal: bool, num_heads: int | None = None, head_dim: int | None = None):
-        super().__init__(config, is_causal, num_heads, head_dim)
-        self.embedding = nn.Embedding(config.max_position_embeddings, config.hidden_size)
-
-    def embed(self, position_ids):
-        _check_positions_fit(position_ids, self.embedding.num_embeddings, "learned")
-        return self.embedding(position_ids)
-
-
-class RotaryPositions(PositionScheme):
-    """Rotary position embedding (Su et al. 2021) in the half-split layout transformers' Llama uses."""
-
-    def __init__(self, config, is_causal: bool, num_heads: int | None = None, head_dim: int | None = None):
-        super().__init__(config, is_causal, num_heads, head_dim)
-        self.theta = config.rope_theta
-        self.inv_freq = nn.Buffer(self.compute_inv_freq(self.head_dim, self.theta), persistent=False)
-
-    @staticmethod
-    def compute_inv_freq(head_dim: int, theta: float) -> torch.Tensor:
-        return 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
-
-    def rotary(self, position_ids, dtype):
-        freqs = position_ids[..., None].float() * self.inv_freq.float()
-        angles = torch.cat((freqs, freqs), dim=-1)
-        return angles.cos().to(dtype), angles.sin().to(dtype)
-
-    def reset_buffers(self):
-        init.copy_(self.inv_freq, self.compute_inv_freq(self.head_dim, self.theta))
-
-
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    first, second = x.chunk(2, dim=-1)
-    return torch.cat((-second, first), dim=-1)
-
-
-def apply_rotary(states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate [batch, heads, seq, head_dim] states by angles given as [batch, seq, head_dim]."""
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-    return states * cos + rotate_half(states) * sin
-
-
-class AlibiPositions(PositionScheme):
-    """Attention with Linear Biases (Press et al. 2022): score -= slope_h * distance.
-
-    Decoders use the causal distance i - j (future keys are masked anyway); encoders use |i - j|, the symmetric
-    variant bidirectional ALiBi models (e.g. MosaicBERT) use.
-    """
-
-    adds_score_bias = True
-
-    def __init__(self, config, is_causal: bool, num_heads: int | None = None, head_dim: int | None = None):
-        super().__init__(config, is_causal, num_heads, head_dim)
-        self.slopes = nn.Buffer(self.compute_slopes(self.num_heads), persistent=False)
-
-    @staticmethod
-    def compute_slopes(num_heads: int) -> torch.Tensor:
-        # Geometric sequence starting at 2^(-8/n); for n not a power of two, interleave the next power's slopes
-        # (the paper's reference implementation).
-        def power_of_two_slopes(n):
-            start = 2.0 ** (-8.0 / n)
-            return [start ** (i + 1) for i in range(n)]
-
-        closest = 2 ** math.floor(math.log2(num_heads))
-        slopes = power_of_two_slopes(closest)
-        if closest < num_heads:
-            slopes += power_of_two_slopes(2 * closest)[0::2][: num_heads - closest]
-        return torch.tensor(slopes, dtype=torch.float32)
-
-    def score_bias(self, query_length, key_length, past_length, device):
-        query_slots = torch.arange(past_length, past_length + query_length, device=device)[:, None]
-        key_slots = torch.arange(key_length, device=device)[None, :]
-        distance = (query_slots - key_slots).abs().float()
-        return (-self.slopes.to(device)[:, None, None] * distance).unsqueeze(0)
-
-    def reset_buffers(self):
-        init.copy_(self.slopes, self.compute_slopes(self.num_heads))
-
-
-class RelativePositionBias(PositionScheme):
-    """T5's bucketed relative position bias (Raffel et al. 2020): one learned scalar per head and distance bucket,
-    exact buckets for short distances and logarithmic ones up to `relative_attention_max_distance`. Shared by all
-    layers of a stack, as in T5.
-    """
-
-    adds_score_bias = True
-
-    def __init__(self, config, is_causal: bool, num_heads: int | None = None, head_dim: int | None = None):
-        super().__init__(config, is_causal, num_heads, head_dim)
-        self.num_buckets = config.relative_attention_num_buckets
-        self.max_distance = config.relative_attention_max_distance
-        self.relative_attention_bias = nn.Embedding(self.num_buckets, self.num_heads)
-
-    @staticmethod
-    def bucket(relative_position: torch.Tensor, bidirectional: bool, num_buckets: int, max_distance: int):
-        buckets = torch.zeros_like(relative_position)
-        if bidirectional:
-            num_buckets //= 2
-            buckets += (relative_position > 0).long() * num_buckets
-            distance = relative_position.abs()
-        else:
-            distance = -torch.clamp(relative_position, max=0)
-        max_exact = num_buckets // 2
-        is_small = distance < max_exact
-        log_bucket = max_exact + (
-            torch.log(distance.float().clamp(min=1) / max_exact)
-            / math.log(max_distance / max_exact)
-            * (num_buckets - max_exact)
-        ).long()
-        log_bucket = torch.clamp(log_bucket, max=num_buckets - 1)
-        return buckets + torch.where(is_small, distance, log_bucket)
-
-    def score_bias(self, query_length, key_length, past_length, device):
-        query_slots = torch.arange(past_length, past_length + query_length, device=device)[:, None]
-        key_slots = torch.arange(key_length, device=device)[None, :]
-        buckets = self.bucket(key_slots - query_slots, not self.is_causal, self.num_buckets, self.max_distance)
-        return self.relative_attention_bias(buckets).permute(2, 0, 1).unsqueeze(0)
-
-
-POSITION_SCHEMES: dict[str, type[PositionScheme]] = {
-    "none": PositionScheme,
-    "sinusoidal": SinusoidalPositions,
-    "learned": LearnedPositions,
-    "rope": RotaryPositions,
-    "alibi": AlibiPositions,
-    "relative": RelativePositionBias,
-}
 
 
 # ================================================================================================ attention
@@ -566,81 +356,6 @@ def accepts_past_key_values(forward: Callable) -> Callable:
     return wrapper
 
 
-# ================================================================================================ input checks
-def values_are_checkable(tensor: torch.Tensor) -> bool:
-    """Whether a check on a tensor's *values* is free: on CPU in eager mode. On an accelerator it would add a host
-    sync to every step (CUDA's own kernels raise device-side asserts for out-of-range ids instead), and under
-    torch.compile it would break the graph, so there only shapes and dtypes are checked."""
-    return tensor.device.type == "cpu" and not torch.compiler.is_compiling()
-
-
-def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str) -> None:
-    """[batch, sequence] integer ids inside the vocabulary, at least one of them."""
-    if not isinstance(ids, torch.Tensor):
-        raise TypeError(f"{name} must be a torch tensor of token ids, got {type(ids).__name__}; the tokenizer's "
-                        "return_tensors='pt' gives one.")
-    if ids.ndim != 2:
-        hint = " For one sequence use ids.unsqueeze(0)." if ids.ndim == 1 else ""
-        raise ValueError(f"{name} must be 2-D [batch, sequence], got shape {tuple(ids.shape)}.{hint}")
-    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-        raise ValueError(f"{name} must hold integer token ids (torch.long), got {ids.dtype}; convert with "
-                         f"{name}.long() if the values are ids, or pass embeddings as inputs_embeds.")
-    if ids.shape[1] == 0:
-        raise ValueError(f"{name} is empty (shape {tuple(ids.shape)}): pass at least one token per sequence.")
-    if values_are_checkable(ids):
-        low, high = (int(value) for value in torch.aminmax(ids))
-        if low < 0 or high >= vocab_size:
-            raise ValueError(
-                f"{name} holds id {high if high >= vocab_size else low}, outside the vocabulary of {vocab_size} "
-                "(ids 0..vocab_size-1). The tokenizer and the model do not match: use the model's own tokenizer, "
-                "or resize the embeddings (model.resize_token_embeddings(len(tokenizer))).")
-
-
-def check_labels(labels: torch.Tensor, *, shape: tuple, num_classes: int | None, name: str = "labels",
-                 num_items_in_batch=None, shifted: bool = False) -> None:
-    """Class-index labels of `shape` in [0, num_classes) or -100 (ignored), not all ignored (`shifted`: the loss
-    reads labels[..., 1:], as causal LM does).
-
-    With num_items_in_batch (gradient accumulation) a micro-batch whose labels are all ignored is legitimate: it
-    contributes zero to a sum divided by the items of all micro-batches. Without it the mean over no items is NaN.
-    """
-    if not isinstance(labels, torch.Tensor):
-        raise TypeError(f"{name} must be a torch tensor, got {type(labels).__name__}.")
-    if tuple(labels.shape) != tuple(shape):
-        raise ValueError(f"{name} has shape {tuple(labels.shape)}, expected {tuple(shape)} (one class index per "
-                         "predicted position; -100 marks positions without a label).")
-    if labels.is_floating_point() or labels.dtype == torch.bool:
-        raise ValueError(f"{name} must be integer class indices (torch.long), got {labels.dtype}.")
-    if values_are_checkable(labels) and num_classes is not None:
-        counted = labels[..., 1:] if shifted else labels
-        kept = counted[counted != -100]
-        if kept.numel() == 0 and num_items_in_batch is None:
-            raise ValueError(f"every entry of {name} is -100 (ignored): the loss would be NaN and nothing would be "
-                             "learnt. Check the label masking (e.g. a prompt mask covering the whole sequence).")
-        low, high = (int(value) for value in torch.aminmax(kept)) if kept.numel() else (0, 0)
-        if low < 0 or high >= num_classes:
-            bad = high if high >= num_classes else low
-            raise ValueError(f"{name} holds {bad}, outside 0..{num_classes - 1} (and -100 for ignored positions).")
-
-
-def check_classification_labels(labels: torch.Tensor, config, batch_size: int, num_items_in_batch=None) -> None:
-    """Sequence/image classification labels: class indices [batch] for single-label classification, floats
-    [batch] (num_labels=1, regression) or [batch, num_labels] (multi-label), as transformers' loss reads them."""
-    if not isinstance(labels, torch.Tensor):
-        raise TypeError(f"labels must be a torch tensor, got {type(labels).__name__}.")
-    if labels.is_floating_point():
-        expected = (batch_size,) if config.num_labels == 1 else (batch_size, config.num_labels)
-        if tuple(labels.shape) not in (expected, (batch_size, 1) if config.num_labels == 1 else expected):
-            raise ValueError(
-                f"float labels have shape {tuple(labels.shape)}, expected {expected} "
-                f"({'regression targets' if config.num_labels == 1 else 'multi-label 0/1 targets, one per class'}); "
-                "for single-label classification pass integer class indices of shape [batch].")
-        return
-    if tuple(labels.shape) == (batch_size, 1):
-        labels = labels.view(-1)  # [batch, 1] is read as [batch] by transformers' loss too
-    check_labels(labels, shape=(batch_size,), num_classes=config.num_labels, num_items_in_batch=num_items_in_batch)
-
-
 # ================================================================================================ stack
 class ZooScaledEmbedding(nn.Embedding):
     """Token embeddings times `embed_scale` (sqrt(hidden_size) with config.scale_embedding, Vaswani et al. 3.4).
@@ -665,22 +380,6 @@ class ZooScaledEmbedding(nn.Embedding):
 def build_token_embedding(config) -> ZooScaledEmbedding:
     scale = config.hidden_size**0.5 if config.scale_embedding else 1.0
     return ZooScaledEmbedding(config.vocab_size, config.hidden_size, config.pad_token_id, embed_scale=scale)
-
-
-# Keywords a zoo forward passes on to the stack besides its own parameters: transformers' TransformersKwargs
-# (output flags, num_items_in_batch for the loss, FlashAttention's packed-sequence lengths, ...).
-ACCEPTED_FORWARD_KWARGS = frozenset(TransformersKwargs.__annotations__)
-
-
-def reject_unknown_kwargs(module: nn.Module, kwargs: dict) -> None:
-    """Refuse keywords no part of the model reads. A zoo forward takes **kwargs (transformers' contract), and without
-    this check a misspelt or outdated argument (`past_key_value=`, `head_mask=`) would vanish without a trace."""
-    unknown = sorted(set(kwargs) - ACCEPTED_FORWARD_KWARGS)
-    if unknown:
-        raise TypeError(
-            f"{type(module).__name__}.forward() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}. "
-            f"Besides its named parameters it accepts {', '.join(sorted(ACCEPTED_FORWARD_KWARGS))}."
-        )
 
 
 class ZooStackMixin:

@@ -19,6 +19,7 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_seq2seq import ZooSeq2SeqConfig
+from .modeling_zoo_checks import check_labels
 from .modeling_zoo_layers import (
     ZooAttention,
     ZooBlock,
@@ -26,7 +27,6 @@ from .modeling_zoo_layers import (
     ZooStackMixin,
     accepts_past_key_values,
     build_token_embedding,
-    check_labels,
 )
 from .modeling_zoo_losses import share_of_accumulated_batch, token_cross_entropy
 

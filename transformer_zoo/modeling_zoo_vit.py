@@ -16,12 +16,12 @@ from transformers.utils import can_return_tuple
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_vit import ZooViTConfig
+from .modeling_zoo_checks import check_classification_labels
 from .modeling_zoo_layers import (
     ZooAttention,
     ZooBlock,
     ZooPreTrainedModel,
     ZooStackMixin,
-    check_classification_labels,
 )
 from .modeling_zoo_losses import share_of_accumulated_batch
 

@@ -4,7 +4,7 @@ import torch
 from transformers import MarianConfig
 
 from ..configuration_zoo_seq2seq import ZooSeq2SeqConfig
-from ..modeling_zoo_layers import SinusoidalPositions
+from ..modeling_zoo_positions import SinusoidalPositions
 from .common import NativeFormat, Rule, UnsupportedConversionError, _refuse
 from .fairseq import FAIRSEQ_LAYER_RULES, SEQ2SEQ_HEAD_RULES, _FAIRSEQ, _seq2seq_config_from_zoo, _seq2seq_config_to_zoo
 

@@ -1,0 +1,100 @@
+"""Checks on what a zoo forward is given: token ids, labels, keyword arguments. Each names the problem and the fix in
+one line, where PyTorch would otherwise fail deep inside an embedding or a loss (or, for a misspelt keyword, not at
+all).
+
+This file is copied into saved checkpoints for `trust_remote_code`: it imports siblings only as `from .x import y`.
+"""
+
+import torch
+from torch import nn
+from transformers.utils import TransformersKwargs
+
+
+def values_are_checkable(tensor: torch.Tensor) -> bool:
+    """Whether a check on a tensor's *values* is free: on CPU in eager mode. On an accelerator it would add a host
+    sync to every step (CUDA's own kernels raise device-side asserts for out-of-range ids instead), and under
+    torch.compile it would break the graph, so there only shapes and dtypes are checked."""
+    return tensor.device.type == "cpu" and not torch.compiler.is_compiling()
+
+
+def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str) -> None:
+    """[batch, sequence] integer ids inside the vocabulary, at least one of them."""
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"{name} must be a torch tensor of token ids, got {type(ids).__name__}; the tokenizer's "
+                        "return_tensors='pt' gives one.")
+    if ids.ndim != 2:
+        hint = " For one sequence use ids.unsqueeze(0)." if ids.ndim == 1 else ""
+        raise ValueError(f"{name} must be 2-D [batch, sequence], got shape {tuple(ids.shape)}.{hint}")
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise ValueError(f"{name} must hold integer token ids (torch.long), got {ids.dtype}; convert with "
+                         f"{name}.long() if the values are ids, or pass embeddings as inputs_embeds.")
+    if ids.shape[1] == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(ids.shape)}): pass at least one token per sequence.")
+    if values_are_checkable(ids):
+        low, high = (int(value) for value in torch.aminmax(ids))
+        if low < 0 or high >= vocab_size:
+            raise ValueError(
+                f"{name} holds id {high if high >= vocab_size else low}, outside the vocabulary of {vocab_size} "
+                "(ids 0..vocab_size-1). The tokenizer and the model do not match: use the model's own tokenizer, "
+                "or resize the embeddings (model.resize_token_embeddings(len(tokenizer))).")
+
+
+def check_labels(labels: torch.Tensor, *, shape: tuple, num_classes: int | None, name: str = "labels",
+                 num_items_in_batch=None, shifted: bool = False) -> None:
+    """Class-index labels of `shape` in [0, num_classes) or -100 (ignored), not all ignored (`shifted`: the loss
+    reads labels[..., 1:], as causal LM does).
+
+    With num_items_in_batch (gradient accumulation) a micro-batch whose labels are all ignored is legitimate: it
+    contributes zero to a sum divided by the items of all micro-batches. Without it the mean over no items is NaN.
+    """
+    if not isinstance(labels, torch.Tensor):
+        raise TypeError(f"{name} must be a torch tensor, got {type(labels).__name__}.")
+    if tuple(labels.shape) != tuple(shape):
+        raise ValueError(f"{name} has shape {tuple(labels.shape)}, expected {tuple(shape)} (one class index per "
+                         "predicted position; -100 marks positions without a label).")
+    if labels.is_floating_point() or labels.dtype == torch.bool:
+        raise ValueError(f"{name} must be integer class indices (torch.long), got {labels.dtype}.")
+    if values_are_checkable(labels) and num_classes is not None:
+        counted = labels[..., 1:] if shifted else labels
+        kept = counted[counted != -100]
+        if kept.numel() == 0 and num_items_in_batch is None:
+            raise ValueError(f"every entry of {name} is -100 (ignored): the loss would be NaN and nothing would be "
+                             "learnt. Check the label masking (e.g. a prompt mask covering the whole sequence).")
+        low, high = (int(value) for value in torch.aminmax(kept)) if kept.numel() else (0, 0)
+        if low < 0 or high >= num_classes:
+            bad = high if high >= num_classes else low
+            raise ValueError(f"{name} holds {bad}, outside 0..{num_classes - 1} (and -100 for ignored positions).")
+
+
+def check_classification_labels(labels: torch.Tensor, config, batch_size: int, num_items_in_batch=None) -> None:
+    """Sequence/image classification labels: class indices [batch] for single-label classification, floats
+    [batch] (num_labels=1, regression) or [batch, num_labels] (multi-label), as transformers' loss reads them."""
+    if not isinstance(labels, torch.Tensor):
+        raise TypeError(f"labels must be a torch tensor, got {type(labels).__name__}.")
+    if labels.is_floating_point():
+        expected = (batch_size,) if config.num_labels == 1 else (batch_size, config.num_labels)
+        if tuple(labels.shape) not in (expected, (batch_size, 1) if config.num_labels == 1 else expected):
+            raise ValueError(
+                f"float labels have shape {tuple(labels.shape)}, expected {expected} "
+                f"({'regression targets' if config.num_labels == 1 else 'multi-label 0/1 targets, one per class'}); "
+                "for single-label classification pass integer class indices of shape [batch].")
+        return
+    if tuple(labels.shape) == (batch_size, 1):
+        labels = labels.view(-1)  # [batch, 1] is read as [batch] by transformers' loss too
+    check_labels(labels, shape=(batch_size,), num_classes=config.num_labels, num_items_in_batch=num_items_in_batch)
+
+
+# Keywords a zoo forward passes on to the stack besides its own parameters: transformers' TransformersKwargs
+# (output flags, num_items_in_batch for the loss, FlashAttention's packed-sequence lengths, ...).
+ACCEPTED_FORWARD_KWARGS = frozenset(TransformersKwargs.__annotations__)
+
+
+def reject_unknown_kwargs(module: nn.Module, kwargs: dict) -> None:
+    """Refuse keywords no part of the model reads. A zoo forward takes **kwargs (transformers' contract), and without
+    this check a misspelt or outdated argument (`past_key_value=`, `head_mask=`) would vanish without a trace."""
+    unknown = sorted(set(kwargs) - ACCEPTED_FORWARD_KWARGS)
+    if unknown:
+        raise TypeError(
+            f"{type(module).__name__}.forward() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}. "
+            f"Besides its named parameters it accepts {', '.join(sorted(ACCEPTED_FORWARD_KWARGS))}."
+        )
