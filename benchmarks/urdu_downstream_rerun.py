@@ -35,7 +35,7 @@ def rerun(run_dir: Path, overrides: list[str], *, folder: str = "downstream", up
     from transformer_zoo.training.adaptation_report import report_tables
     from transformer_zoo.training.corpora import corpus_card_info
     from transformer_zoo.training.domain_adaptation import _train_config, build_parser
-    from transformer_zoo.training.loop import create_accelerator
+    from transformer_zoo.training.devices import create_accelerator
     from transformer_zoo.training.tasks import write_results
 
     bad = [flag for flag in overrides if flag.startswith("--") and not flag.startswith(("--downstream",

@@ -19,16 +19,10 @@ from transformer_zoo import ZooDecoderConfig, ZooDecoderForCausalLM, ZooEncoderC
 from transformer_zoo.training import checkpointing
 from transformer_zoo.training.checkpointing import latest_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
 from transformer_zoo.training.cli import RecipeArgumentParser, add_training_arguments, training_config_from_args
-from transformer_zoo.training.loop import (
-    TrainingConfig,
-    create_accelerator,
-    epoch_order,
-    evaluate,
-    make_loss_fn,
-    micro_batch_stream,
-    shard_range,
-    train,
-)
+from transformer_zoo.training.data_order import epoch_order, micro_batch_stream
+from transformer_zoo.training.devices import create_accelerator
+from transformer_zoo.training.evaluation import evaluate, make_loss_fn, shard_range
+from transformer_zoo.training.loop import TrainingConfig, train
 from transformer_zoo.training.optim import build_optimizer, build_scheduler, no_decay_parameter_names, parameter_groups
 from transformer_zoo.training.reporting import (
     MetricsLog,
@@ -536,7 +530,7 @@ def test_evaluation_runs_each_batch_once_when_the_predict_step_reads_the_outputs
     from accelerate import Accelerator
 
     from transformer_zoo import ZooEncoderForSequenceClassification
-    from transformer_zoo.training.loop import evaluate
+    from transformer_zoo.training.evaluation import evaluate
     from transformer_zoo.training.tasks import classification_metrics, classification_predict_step
 
     torch.manual_seed(0)

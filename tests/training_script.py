@@ -16,7 +16,9 @@ import sys
 import torch
 
 from transformer_zoo import ZooDecoderConfig, ZooDecoderForCausalLM
-from transformer_zoo.training.loop import TrainingConfig, create_accelerator, evaluate, train
+from transformer_zoo.training.devices import create_accelerator
+from transformer_zoo.training.evaluation import evaluate
+from transformer_zoo.training.loop import TrainingConfig, train
 
 
 def weights_digest(model: torch.nn.Module) -> str:

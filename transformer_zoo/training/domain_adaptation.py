@@ -54,7 +54,9 @@ from .adaptation_arguments import (  # noqa: F401  (build_parser and the presets
 )
 from .cli import run_recipe, save_arguments, training_config_from_args
 from .corpora import corpus_card_info
-from .loop import create_accelerator, evaluate, model_loss, train
+from .devices import create_accelerator
+from .evaluation import evaluate, model_loss
+from .loop import train
 from .objectives import causal_lm_collator, masked_lm_collator, pack_sequences
 from .tasks import ResumableDenoisingCollator, setup_logging, write_results
 from .vocabulary_extension import (  # noqa: F401  (VocabularyExtension, old_pieces: re-exported)

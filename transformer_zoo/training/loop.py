@@ -17,22 +17,18 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
-import random
 import shutil
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-import numpy as np
 import torch
-import torch.nn.functional as F
 from accelerate import Accelerator
 from accelerate.logging import get_logger
-from accelerate.utils import gather_object, set_seed
+from accelerate.utils import set_seed
 from safetensors import SafetensorError
 from tqdm.auto import tqdm
 
@@ -48,9 +44,13 @@ from .checkpointing import (
     save_checkpoint,
     write_json,
 )
+from .data_order import (batch_units, example_lengths, micro_batch_stream, move_to_device, token_batch_plan,
+                         token_batch_stream)
+from .devices import compiled_for_training, create_accelerator, use_compile
+from .evaluation import LossFn, model_loss
 from .optim import build_optimizer, build_scheduler, resolve_warmup_steps
 from .output_dir import RunStopped
-from .reporting import METRICS_FILE, MetricsLog, flat_hyperparameters, tracker_names
+from .reporting import METRICS_FILE, MetricsLog, flat_hyperparameters
 
 
 logger = get_logger(__name__)
@@ -175,307 +175,6 @@ class TrainResult:
     final_metrics: dict = field(default_factory=dict)  # the last evaluation (before reloading the best model)
     best_metrics: dict | None = None
     accelerator: Accelerator | None = None
-
-
-# ================================================================================================ accelerator
-def accelerator_available() -> bool:
-    if torch.cuda.is_available():
-        return True
-    xpu = getattr(torch, "xpu", None)
-    if xpu is not None and xpu.is_available():
-        return True
-    mps = getattr(torch.backends, "mps", None)
-    return bool(mps is not None and mps.is_available())
-
-
-def create_accelerator(config: TrainingConfig) -> Accelerator:
-    """The Accelerator for a run. On a machine without GPUs it runs on the CPU, which also makes
-    `accelerate launch --multi_gpu --num_processes N` start N CPU processes over gloo.
-    """
-    trackers = tracker_names(config.report_to)
-    accelerator = Accelerator(
-        cpu=config.cpu or not accelerator_available(),
-        mixed_precision=config.mixed_precision,
-        log_with=trackers or None,
-        project_dir=config.output_dir,
-    )
-    set_cpu_threads(config.cpu_threads, accelerator)
-    return accelerator
-
-
-def use_compile(setting: bool | str, accelerator: Accelerator) -> bool:
-    if setting == "auto":
-        return accelerator.device.type == "cuda"
-    return bool(setting)
-
-
-def compiled_for_training(model: torch.nn.Module, accelerator: Accelerator) -> torch.nn.Module:
-    """torch.compile(model) sharing its parameters, with dynamo's own guard on: a graph that fails to compile (no C++
-    compiler, an unsupported operation) runs eagerly after a warning instead of stopping the run."""
-    import torch._dynamo
-
-    torch._dynamo.config.suppress_errors = True
-    try:
-        compiled = torch.compile(model)
-    except RuntimeError as error:  # platforms where torch.compile is unavailable altogether
-        logger.warning(f"--compile: torch.compile is not available here ({error}); training eagerly.")
-        return model
-    logger.info("--compile: the training forward is compiled by torch.compile (the first steps include compilation; "
-                "graphs that fail to compile fall back to eager with a warning).", main_process_only=True)
-    return compiled
-
-
-def set_cpu_threads(cpu_threads: int | str | None, accelerator: Accelerator) -> None:
-    if cpu_threads in (None, "none"):
-        return
-    if cpu_threads == "auto":
-        if accelerator.device.type != "cpu":
-            return  # a GPU does the work; the CPU threads only feed it
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:  # not on Linux
-            cores = os.cpu_count() or 1
-        local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))
-        threads = max(1, cores // max(1, local_processes))
-    else:
-        threads = int(cpu_threads)
-    if threads < 1:
-        raise ValueError(f"cpu_threads must be 'auto' or a positive number, got {cpu_threads!r}.")
-    torch.set_num_threads(threads)
-
-
-# ================================================================================================ data order
-def epoch_order(num_examples: int, seed: int, epoch: int, shuffle: bool = True) -> list[int]:
-    """The example order of one epoch: a permutation that depends only on (seed, epoch)."""
-    if not shuffle:
-        return list(range(num_examples))
-    generator = torch.Generator().manual_seed(seed * 100_003 + epoch)
-    return torch.randperm(num_examples, generator=generator).tolist()
-
-
-def micro_batch_stream(
-    num_examples: int, global_micro_batch: int, *, seed: int, shuffle: bool, start_epoch: int = 0,
-    start_micro_batch: int = 0,
-) -> Iterator[tuple[int, int, list[int]]]:
-    """Endless (epoch, micro-batch index, example indices of the global micro-batch), starting at a data position.
-
-    The incomplete last micro-batch of an epoch is dropped so every process always gets the same batch shape.
-    """
-    per_epoch = num_examples // global_micro_batch
-    epoch, position = start_epoch, start_micro_batch
-    while True:
-        if position < per_epoch:
-            order = epoch_order(num_examples, seed, epoch, shuffle)
-            while position < per_epoch:
-                yield epoch, position, order[position * global_micro_batch : (position + 1) * global_micro_batch]
-                position += 1
-        epoch, position = epoch + 1, 0
-
-
-def example_lengths(dataset) -> tuple[list[int], list[int]]:
-    """(input lengths, label lengths) of tokenized examples, for token-count batches."""
-    columns = getattr(dataset, "column_names", None)
-    if not columns or "input_ids" not in columns:
-        raise ValueError("max_tokens_per_batch needs tokenized examples with an input_ids column (text data); for "
-                         "other data, batch by examples with per_device_batch_size.")
-    inputs = [len(ids) for ids in dataset["input_ids"]]
-    labels = [len(ids) for ids in dataset["labels"]] if "labels" in columns and isinstance(
-        dataset[0]["labels"], (list, tuple)) else inputs
-    return inputs, labels
-
-
-def token_batch_plan(lengths: tuple[list[int], list[int]], global_tokens: int, world: int, *, seed: int,
-                     shuffle: bool, epoch: int) -> list[list[int]]:
-    """One epoch's token-count micro-batches (`transformer_zoo.translation.token_batches`), a function of
-    (seed, epoch) only. Micro-batches of fewer examples than processes are dropped."""
-    from ..translation.batching import token_batches
-
-    plan = token_batches(*lengths, global_tokens, seed=seed * 100_003 + epoch if shuffle else None)
-    return [batch for batch in plan if len(batch) >= world]
-
-
-def token_batch_stream(
-    lengths: tuple[list[int], list[int]], global_tokens: int, world: int, *, seed: int, shuffle: bool,
-    start_epoch: int = 0, start_micro_batch: int = 0,
-) -> Iterator[tuple[int, int, list[int]]]:
-    """Like `micro_batch_stream`, over `token_batch_plan` epochs."""
-    epoch, position = start_epoch, start_micro_batch
-    while True:
-        plan = token_batch_plan(lengths, global_tokens, world, seed=seed, shuffle=shuffle, epoch=epoch)
-        while position < len(plan):
-            yield epoch, position, plan[position]
-            position += 1
-        epoch, position = epoch + 1, 0
-
-
-def move_to_device(batch: dict, device) -> dict:
-    return {key: value.to(device) if isinstance(value, torch.Tensor) else value for key, value in batch.items()}
-
-
-def batch_units(batch: dict, *, is_encoder_decoder: bool = False) -> tuple[int, int]:
-    """(tokens, examples) in a batch. Tokens are non-padding input tokens, plus target tokens for an
-    encoder-decoder; for images the token count is left to the caller (examples are images).
-    """
-    if "pixel_values" in batch:
-        count = int(batch["pixel_values"].shape[0])
-        return count, count
-    input_ids = batch["input_ids"]
-    mask = batch.get("attention_mask")
-    tokens = int(mask.sum()) if mask is not None else input_ids.numel()
-    if is_encoder_decoder and "labels" in batch:
-        tokens += int((batch["labels"] != -100).sum())
-    return tokens, int(input_ids.shape[0])
-
-
-# ================================================================================================ losses
-LossFn = Callable[[torch.nn.Module, dict], torch.Tensor]
-
-
-def model_loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
-    """The loss the model computes itself from `labels`."""
-    outputs = model(**batch)
-    if getattr(outputs, "loss", None) is None:
-        raise ValueError(f"{type(model).__name__} returned no loss: the batch has no labels it can use.")
-    return outputs.loss
-
-
-def make_loss_fn(kind: str = "model", label_smoothing: float = 0.0) -> LossFn:
-    """The training loss. Without label smoothing it is the model's own loss. With it, cross-entropy with smoothing
-    (Szegedy et al. 2016; Vaswani et al. use 0.1) over the logits: `kind` is "causal_lm" (labels shifted by one),
-    "token" (masked LM, seq2seq, token classification: labels aligned with logits) or "sequence" (one label per
-    example). Labels of -100 are ignored, as everywhere in transformers.
-    """
-    if label_smoothing == 0.0 or kind == "model":
-        return model_loss
-    if kind not in ("causal_lm", "token", "sequence"):
-        raise ValueError(f"Unknown loss kind {kind!r}; choose causal_lm, token, sequence or model.")
-
-    def smoothed_loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
-        outputs = model(**batch)
-        logits, labels = outputs.logits, batch["labels"]
-        if kind == "causal_lm":
-            logits, labels = logits[:, :-1], labels[:, 1:]
-        elif logits.dim() == 2 and labels.dim() == 2:
-            # Sparse masked-LM prediction (ZooEncoderConfig.sparse_prediction): logits of the labelled positions only.
-            labels = labels[labels != -100]
-        return F.cross_entropy(
-            logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1).to(logits.device),
-            ignore_index=-100, label_smoothing=label_smoothing,
-        )
-
-    return smoothed_loss
-
-
-def _loss_weight(batch: dict) -> int:
-    labels = batch.get("labels")
-    if labels is None:
-        return 1
-    if labels.dim() > 1:
-        return max(int((labels != -100).sum()), 1)
-    return int(labels.shape[0])
-
-
-# ================================================================================================ evaluation
-@contextlib.contextmanager
-def isolated_rng(seed: int):
-    """Run a block with every RNG seeded to `seed`, then put the previous states back: evaluation (e.g. random
-    masking of a masked-LM validation set) sees the same randomness every time and never shifts training's.
-    """
-    python_state, numpy_state = random.getstate(), np.random.get_state()
-    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
-    with torch.random.fork_rng(devices=devices):
-        random.seed(seed)
-        np.random.seed(seed % 2**32)
-        torch.manual_seed(seed)
-        try:
-            yield
-        finally:
-            random.setstate(python_state)
-            np.random.set_state(numpy_state)
-
-
-def shard_range(num_examples: int, num_processes: int, process_index: int) -> range:
-    """This process's contiguous share of an evaluation set (no example repeated, shares differ by at most one)."""
-    per_process, remainder = divmod(num_examples, num_processes)
-    start = process_index * per_process + min(process_index, remainder)
-    return range(start, start + per_process + (process_index < remainder))
-
-
-@torch.no_grad()
-def evaluate(
-    model: torch.nn.Module,
-    dataset,
-    collate_fn: Callable[[list[dict]], dict],
-    *,
-    accelerator: Accelerator,
-    batch_size: int = 16,
-    loss_fn: LossFn | None = model_loss,
-    predict_step: Callable[[torch.nn.Module, dict], dict[str, list]] | None = None,
-    compute_metrics: Callable[[dict[str, list]], dict] | None = None,
-    perplexity: bool = False,
-    seed: int = 0,
-    description: str = "evaluating",
-) -> dict:
-    """Mean loss over `dataset` (weighted by label count), optional perplexity, and metrics.
-
-    Each process evaluates its shard. `predict_step(model, batch)` returns lists (predictions, references, ...); one
-    marked `reuses_outputs` is called as predict_step(model, batch, outputs=...) with the outputs of the forward that
-    gave the model's own loss, so a batch is run once, not twice;
-    they are gathered from all processes in order, and `compute_metrics(gathered)` turns them into numbers.
-    Collective: every process must call it; every process gets the same dict.
-    """
-    unwrapped = accelerator.unwrap_model(model)
-    was_training = unwrapped.training
-    unwrapped.eval()
-    # A predict step that can read the outputs of the loss's forward (`reuses_outputs`) saves a second forward pass.
-    shared_forward = loss_fn is model_loss and getattr(predict_step, "reuses_outputs", False)
-    indices = shard_range(len(dataset), accelerator.num_processes, accelerator.process_index)
-    loss_sum, weight_sum = 0.0, 0
-    outputs: dict[str, list] = {}
-    with isolated_rng(seed):
-        bar = tqdm(
-            total=math.ceil(len(indices) / batch_size), desc=description, leave=False,
-            disable=not accelerator.is_local_main_process,
-        )
-        for start in range(indices.start, indices.stop, batch_size):
-            examples = [dataset[i] for i in range(start, min(start + batch_size, indices.stop))]
-            batch = move_to_device(collate_fn(examples), accelerator.device)
-            predicted = None
-            if shared_forward:
-                # One forward for both: the model's own loss and the predictions from the same logits.
-                with accelerator.autocast():
-                    model_outputs = unwrapped(**batch)
-                loss = model_outputs.loss
-                if loss is None:
-                    raise ValueError(f"{type(unwrapped).__name__} returned no loss: the batch has no labels it can use.")
-                predicted = predict_step(unwrapped, batch, outputs=model_outputs)
-            elif loss_fn is not None:
-                with accelerator.autocast():
-                    loss = loss_fn(unwrapped, batch)
-            if loss_fn is not None:
-                weight = _loss_weight(batch)
-                loss_sum += float(loss.float()) * weight
-                weight_sum += weight
-            if predict_step is not None:
-                predicted = predicted if predicted is not None else predict_step(unwrapped, batch)
-                for key, values in predicted.items():
-                    outputs.setdefault(key, []).extend(values)
-            bar.update(1)
-        bar.close()
-    metrics: dict = {}
-    if loss_fn is not None:
-        totals = torch.tensor([loss_sum, float(weight_sum)], dtype=torch.float64, device=accelerator.device)
-        totals = accelerator.reduce(totals, reduction="sum")
-        metrics["eval_loss"] = float(totals[0] / totals[1]) if totals[1] > 0 else float("nan")
-        if perplexity:
-            metrics["perplexity"] = float(math.exp(min(metrics["eval_loss"], 700.0)))
-    if predict_step is not None:
-        gathered = {key: gather_object(values) if accelerator.num_processes > 1 else values
-                    for key, values in outputs.items()}
-        if compute_metrics is not None:
-            metrics.update(compute_metrics(gathered))
-    unwrapped.train(was_training)
-    return metrics
 
 
 # ================================================================================================ resume, stop

@@ -44,7 +44,9 @@ from .cli import (
 )
 from .checkpointing import gather_model_state
 from .corpora import BUILTIN_CORPORA, corpus_card_info, load_corpus
-from .loop import create_accelerator, evaluate, make_loss_fn, train
+from .devices import create_accelerator
+from .evaluation import evaluate, make_loss_fn
+from .loop import train
 from .objectives import (
     causal_lm_collator,
     check_sequence_length,

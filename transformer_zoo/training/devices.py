@@ -1,0 +1,85 @@
+"""Where a recipe runs: the Accelerator (CPU when no accelerator is present), torch.compile with its eager fallback,
+and the CPU thread count."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import torch
+from accelerate import Accelerator
+from accelerate.logging import get_logger
+
+from .reporting import tracker_names
+
+if TYPE_CHECKING:
+    from .loop import TrainingConfig
+
+
+logger = get_logger(__name__)
+
+
+def accelerator_available() -> bool:
+    if torch.cuda.is_available():
+        return True
+    xpu = getattr(torch, "xpu", None)
+    if xpu is not None and xpu.is_available():
+        return True
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
+
+
+def create_accelerator(config: TrainingConfig) -> Accelerator:
+    """The Accelerator for a run. On a machine without GPUs it runs on the CPU, which also makes
+    `accelerate launch --multi_gpu --num_processes N` start N CPU processes over gloo.
+    """
+    trackers = tracker_names(config.report_to)
+    accelerator = Accelerator(
+        cpu=config.cpu or not accelerator_available(),
+        mixed_precision=config.mixed_precision,
+        log_with=trackers or None,
+        project_dir=config.output_dir,
+    )
+    set_cpu_threads(config.cpu_threads, accelerator)
+    return accelerator
+
+
+def use_compile(setting: bool | str, accelerator: Accelerator) -> bool:
+    if setting == "auto":
+        return accelerator.device.type == "cuda"
+    return bool(setting)
+
+
+def compiled_for_training(model: torch.nn.Module, accelerator: Accelerator) -> torch.nn.Module:
+    """torch.compile(model) sharing its parameters, with dynamo's own guard on: a graph that fails to compile (no C++
+    compiler, an unsupported operation) runs eagerly after a warning instead of stopping the run."""
+    import torch._dynamo
+
+    torch._dynamo.config.suppress_errors = True
+    try:
+        compiled = torch.compile(model)
+    except RuntimeError as error:  # platforms where torch.compile is unavailable altogether
+        logger.warning(f"--compile: torch.compile is not available here ({error}); training eagerly.")
+        return model
+    logger.info("--compile: the training forward is compiled by torch.compile (the first steps include compilation; "
+                "graphs that fail to compile fall back to eager with a warning).", main_process_only=True)
+    return compiled
+
+
+def set_cpu_threads(cpu_threads: int | str | None, accelerator: Accelerator) -> None:
+    if cpu_threads in (None, "none"):
+        return
+    if cpu_threads == "auto":
+        if accelerator.device.type != "cpu":
+            return  # a GPU does the work; the CPU threads only feed it
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:  # not on Linux
+            cores = os.cpu_count() or 1
+        local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))
+        threads = max(1, cores // max(1, local_processes))
+    else:
+        threads = int(cpu_threads)
+    if threads < 1:
+        raise ValueError(f"cpu_threads must be 'auto' or a positive number, got {cpu_threads!r}.")
+    torch.set_num_threads(threads)
