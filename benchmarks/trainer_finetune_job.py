@@ -29,7 +29,7 @@ from transformers import (  # noqa: E402
     TrainingArguments,
 )
 
-from transformer_zoo.training import finetuning  # noqa: E402
+from transformer_zoo.training import finetuning, finetuning_models  # noqa: E402
 from transformer_zoo.training.optim import resolve_warmup_steps  # noqa: E402
 
 
@@ -51,7 +51,7 @@ def main():
 
     recipe_args = finetuning.build_parser().parse_args([])  # the recipe's defaults: data, lengths, LoRA settings
     data = finetuning.load_task_data(recipe_args)
-    folder = str(finetuning.minilm_folder())
+    folder = str(finetuning_models.minilm_folder())
     overrides = {} if args.attention_dropout is None else {"attention_probs_dropout_prob": args.attention_dropout}
     model = AutoModelForSequenceClassification.from_pretrained(
         folder, num_labels=len(data.label_names), attn_implementation="sdpa", **overrides)

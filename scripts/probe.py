@@ -76,7 +76,7 @@ def load_model_and_tokenizer(spec: str, train_texts: list[str], seed: int):
         convert_model,
         load_source_model,
     )
-    from transformer_zoo.training.finetuning import minilm_folder
+    from transformer_zoo.training.finetuning_models import minilm_folder
     from transformer_zoo.training.tokenization import train_tokenizer
 
     if spec == "minilm":

