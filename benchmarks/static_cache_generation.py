@@ -7,7 +7,8 @@ forward itself when the cache is compileable (on CPU only if the compile config 
 sets that). Per side, before any timing, torch._dynamo's counters after one generation say what was compiled: graph
 breaks with their reasons, unique graphs, and recompilations (a guard that fails at every new position recompiles,
 and a recompiling generation is slower than an eager one). Then --rounds alternating rounds, best of --steps each,
-median over rounds, with the eager dynamic-cache generation of the same side beside it.
+median over rounds, with the eager dynamic-cache generation of the same side beside it. First, the ATen operations
+of each side's compiled decode step are counted (decode_graph_census), to say whether the two compute the same.
 
     python benchmarks/static_cache_generation.py --output benchmarks/results/static_cache_generation_cpu.json
     python benchmarks/static_cache_generation.py --backend eager --rounds 1   # the counters only, quickly
@@ -65,6 +66,34 @@ def dynamo_counters(run) -> dict:
             "frames": dict(counters["frames"]), "tokens": tokens[0].tolist()}
 
 
+def decode_graph_census(model, prompt) -> collections.Counter:
+    """The ATen operations of one side's compiled decode step: a short static-cache generation compiled with a backend
+    that records the graph AOT autograd hands on (the same graph inductor would compile) and runs it uncompiled. Two
+    sides doing the same arithmetic differ here only in views and copies; a missing fusion or an extra copy of the
+    cache would show."""
+    from torch._functorch.aot_autograd import aot_module_simplified
+    from transformers import CompileConfig
+
+    graphs = []
+
+    def recording_backend(graph_module, example_inputs, **_):
+        def forward_compiler(graph, _inputs):
+            graphs.append(graph)
+            return graph.forward
+
+        return aot_module_simplified(graph_module, example_inputs, fw_compiler=forward_compiler)
+
+    config = CompileConfig(backend=recording_backend, fullgraph=False)
+    config._compile_all_devices = True
+    with torch.no_grad():  # the prompt's forward is eager; the two one-token steps run the compiled graph
+        model.generate(prompt, max_new_tokens=3, min_new_tokens=3, do_sample=False, pad_token_id=0,
+                       cache_implementation="static", compile_config=config)
+    if not graphs:
+        raise RuntimeError(f"{type(model).__name__}: generate() compiled no decode graph")
+    return collections.Counter(str(node.target).removeprefix("aten.") for node in graphs[-1].graph.nodes
+                               if node.op == "call_function")
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--new-tokens", type=int, default=64, help="tokens per generation (default: %(default)s)")
@@ -89,6 +118,15 @@ def main(argv=None) -> dict:
     for name, model in sides.items():
         runs[f"{name} static+compile"] = generate_fn(model, prompt, args.new_tokens, True, args.backend)
         runs[f"{name} dynamic eager"] = generate_fn(model, prompt, args.new_tokens, False, args.backend)
+    census = {name: decode_graph_census(model, prompt) for name, model in sides.items()}
+    operations = sorted(set(census["zoo"]) | set(census["llama"]))
+    report["decode_graph_ops"] = {
+        "total": {name: sum(counts.values()) for name, counts in census.items()},
+        "differences (zoo, llama)": {op: [census["zoo"][op], census["llama"][op]] for op in operations
+                                     if census["zoo"][op] != census["llama"][op]},
+        "same": {op: census["zoo"][op] for op in operations if census["zoo"][op] == census["llama"][op]}}
+    print("decode-step graph ops:", report["decode_graph_ops"]["total"], "differences (zoo, llama):",
+          report["decode_graph_ops"]["differences (zoo, llama)"], flush=True)
     eager_tokens = {name: runs[f"{name} dynamic eager"]()[0].tolist() for name in sides}
     for name in sides:
         report["compiled"][name] = dynamo_counters(runs[f"{name} static+compile"])
