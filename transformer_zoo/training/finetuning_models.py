@@ -143,7 +143,9 @@ def load_model(args, data: TaskData, train_texts) -> LoadedModel:
         loaded.provenance.append(f"Fine-tuned from the transformer-zoo checkpoint `{spec}`.")
     elif model_type in SOURCE_FAMILIES:
         source = load_source_model(spec)
+        source_class = type(source).__name__
         converted = convert_model(source)
+        del source  # one copy of the weights fewer while the head model is built: a lower peak of memory
         head_class = _head_class(args.task, converted.config.model_type)
         config = copy.deepcopy(converted.config)
         for key, value in {**labels, **overrides}.items():
@@ -159,9 +161,9 @@ def load_model(args, data: TaskData, train_texts) -> LoadedModel:
         if attn:
             model.set_attn_implementation(args.attn_implementation)
         loaded.provenance.append(
-            f"Converted on the fly from the transformers `{type(source).__name__}` checkpoint `{spec}` with "
+            f"Converted on the fly from the transformers `{source_class}` checkpoint `{spec}` with "
             "transformer_zoo.convert (identical outputs to float rounding); the task head is newly initialised.")
-        del source, converted
+        del converted
     else:
         raise ValueError(f"--model {spec!r} is a {model_type!r} model. Supported: zoo checkpoints and presets, and "
                          f"transformers {', '.join(sorted(SOURCE_FAMILIES))} checkpoints (converted on the fly).")
