@@ -79,8 +79,8 @@ QUICK = ["--max_train_paragraphs", "200", "--eval_paragraphs", "30", "--urdu_voc
 # were still improving after twice the epochs: docs/urdu/convergence-lora.md), at the recipe's peak rate for it. The
 # recipe keeps LoRA by default because full fine-tuning takes its default run past 15 minutes.
 # At most 8 epochs with patience 5 (250 steps, two epochs): under the recipe's 4 epochs the unadapted model was still
-# improving at the last evaluation and gained +0.025 test accuracy with 8 (docs/urdu/convergence.md, the 4-epoch
-# check), and the 300-paragraph validation loss moves by ~0.03 between evaluations, so a shorter patience stops on noise.
+# improving at the last evaluation and gained +0.025 test accuracy with 8 (docs/urdu/convergence-full-4epochs.md),
+# and the 300-paragraph validation loss moves by ~0.03 between evaluations, so a shorter patience stops on noise.
 STUDY_DOWNSTREAM = ["--downstream_mode", "full", "--downstream_epochs", "8", "--downstream_patience", "5"]
 QUICK_SMOLLM2 = ["--max_steps", "2", "--eval_steps", "1", "--bpb_sentences", "3", "--per_device_batch_size", "2"]
 
@@ -387,7 +387,8 @@ def convergence_lines(study: dict, records: list[dict]) -> list[str]:
             f"validation every {protocol['eval_steps']} steps, early stopping on validation "
             f"{protocol['stopping_metric']} after {protocol['patience']} evaluations without improvement, the best "
             f"validation model tested. Of {len(runs)} fine-tunes, {stopped} stopped early and {at_end} had their best "
-            "validation at the last evaluation; convergence.md compares a longer budget.", ""]
+            "validation at the last evaluation (a fine-tune still improving when its budget ran out); the "
+            "convergence-*.md files compare earlier protocols with longer budgets.", ""]
 
 
 def plots(study: dict, folder: Path) -> None:
