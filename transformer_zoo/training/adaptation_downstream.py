@@ -63,7 +63,7 @@ def downstream_precision(setting: str, accelerator) -> str:
 
 def precision_context(precision: str, accelerator):
     """bf16 autocast around a fine-tune when the accelerator itself does not apply one. Weights, gradients and the
-    optimiser stay fp32; matmuls run in bf16. docs/urdu/convergence.md measures the accuracy effect against fp32."""
+    optimiser stay fp32; matmuls run in bf16. docs/urdu/convergence-lora.md measures the accuracy effect against fp32."""
     if precision == "no" or accelerator.mixed_precision != "no":
         return contextlib.nullcontext()
     # cache_enabled=False: autocast caches the bf16 copy of each weight until its outermost context exits, and this
