@@ -99,7 +99,7 @@ def test_the_report_counts_early_stops_and_last_step_peaks():
     assert "Of 2 fine-tunes, 1 stopped early and 1 had their best validation at the last evaluation" in text
 
 
-def test_the_current_protocol_is_the_recipes_default():
+def test_the_study_protocol_is_the_recipes_flags_with_its_longer_full_fine_tuning():
     from transformer_zoo.training.domain_adaptation import build_parser
 
     protocol = study_module.current_protocol("default")
