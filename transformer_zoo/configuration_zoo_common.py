@@ -28,6 +28,8 @@ NORM_POSITIONS = ("pre", "post")
 NORM_TYPES = ("layernorm", "rmsnorm")
 # Gated feed-forwards (Shazeer 2020): name -> the activation applied to the gate.
 GATED_ACTIVATIONS = {"swiglu": "silu", "geglu": "gelu", "reglu": "relu"}
+# Where dropout masks are drawn on CPU (modeling_zoo_dropout.py).
+DROPOUT_SAMPLERS = ("pcg64", "torch")
 # Self-attention variants (modeling_zoo_attention_variants.ATTENTION_VARIANTS): exact ("full", through
 # attn_implementation) or an efficient approximation. LINFORMER_SHARING: which projections Linformer shares.
 ATTENTION_VARIANTS = ("full", "sliding_window", "linformer", "performer")
@@ -125,6 +127,9 @@ class ZooConfig(PreTrainedConfig):
     attention_dropout: float = 0.1
     hidden_dropout: float = 0.1
     classifier_dropout: float | None = None
+    # Where dropout masks come from on CPU: "pcg64" (numpy's PCG64, seeded from torch's generator; several times
+    # faster) or "torch" (PyTorch's own masks). The same Bernoulli mask either way (modeling_zoo_dropout.py).
+    dropout_sampler: str = "pcg64"
     initializer_range: float = 0.02
     # Efficient attention (README "Efficient attention"). attention_variant: full | sliding_window | linformer |
     # performer; the other fields only matter for their variant. attention_window: keys visible on each side
@@ -358,6 +363,9 @@ class ZooConfig(PreTrainedConfig):
                 raise ValueError(f"{name} must be in [0, 1), got {value}.")
         if self.classifier_dropout is not None and not 0.0 <= self.classifier_dropout < 1.0:
             raise ValueError(f"classifier_dropout must be in [0, 1) or None, got {self.classifier_dropout}.")
+        if self.dropout_sampler not in DROPOUT_SAMPLERS:
+            raise ValueError(f"dropout_sampler={self.dropout_sampler!r}; choose one of {', '.join(DROPOUT_SAMPLERS)} "
+                             "(pcg64: faster masks on CPU; torch: PyTorch's own masks).")
         if self.max_position_embeddings < 1:
             raise ValueError(f"max_position_embeddings must be positive, got {self.max_position_embeddings}.")
         if self.position_embedding_type == "relative" and (

@@ -45,6 +45,7 @@ from .modeling_zoo_attention_variants import (
     variant_attention_mask,
 )
 from .modeling_zoo_checks import check_token_ids, reject_unknown_kwargs
+from .modeling_zoo_dropout import ZooDropout, pcg64_applies, zoo_dropout
 from .modeling_zoo_positions import POSITION_SCHEMES, PositionScheme, apply_rotary
 
 
@@ -141,9 +142,34 @@ def eager_attention_forward(
     if attention_mask is not None:
         scores = scores + attention_mask
     weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
+    sampler = getattr(getattr(module, "config", None), "dropout_sampler", "pcg64")
+    weights = zoo_dropout(weights, dropout, module.training, sampler)
     output = torch.matmul(weights, value).transpose(1, 2).contiguous()
     return output, weights
+
+
+def sdpa_math_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    position_bias: torch.Tensor | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """The "sdpa" kernel for training with attention dropout on CPU, where PyTorch's SDPA leaves its fused kernel for
+    its math path: these same operations, with the mask drawn by the config's dropout sampler instead of PyTorch's
+    (modeling_zoo_dropout.py). Takes the masks made for "sdpa" (boolean, or None with causal attention) and returns
+    no weights, as "sdpa" does. Only called when queries and keys are the same positions (no cached keys)."""
+    if attention_mask is None and module.is_causal and query.shape[2] > 1:
+        attention_mask = torch.ones(query.shape[2], key.shape[2], dtype=torch.bool, device=query.device).tril()
+    if attention_mask is not None and attention_mask.dtype == torch.bool:
+        attention_mask = torch.zeros(attention_mask.shape, dtype=query.dtype, device=query.device).masked_fill_(
+            ~attention_mask, torch.finfo(query.dtype).min)
+    output, _ = eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout, position_bias)
+    return output, None
 
 
 # Token rows from which one fused q/k/v product beats three (measured on CPU: decoding single tokens was slower fused).
@@ -257,6 +283,10 @@ class ZooAttention(nn.Module):
         if self.attention_variant is not None:
             # The config refuses score-bias position schemes for the variants, so position_bias is None here.
             attention_function = self.attention_variant
+        elif (self.training and self.config._attn_implementation == "sdpa" and query.shape[2] == key.shape[2]
+              and self.config.dropout_sampler == "pcg64"
+              and pcg64_applies(query, self.attention_dropout, query.shape[:3].numel() * key.shape[2])):
+            attention_function = sdpa_math_attention
         else:
             attention_function = ALL_ATTENTION_FUNCTIONS.get_interface(
                 self.config._attn_implementation, eager_attention_forward
@@ -292,7 +322,7 @@ class ZooBlock(GradientCheckpointingLayer):
         self.cross_attn_norm = build_norm(config) if has_cross_attention else None
         self.mlp = ZooMLP(config, config.feed_forward_size(config.attention_key(layer_idx, is_causal)))
         self.mlp_norm = build_norm(config)
-        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.dropout = ZooDropout(config.hidden_dropout, config.dropout_sampler)
 
     def _residual(self, hidden_states: torch.Tensor, norm: nn.Module, sublayer: Callable) -> torch.Tensor:
         if self.pre_norm:
@@ -403,7 +433,7 @@ class ZooStackMixin:
             config, is_causal, num_heads, head_dim
         )
         self.embed_norm = build_norm(config) if config.embedding_norm else None
-        self.embed_dropout = nn.Dropout(config.embedding_dropout)
+        self.embed_dropout = ZooDropout(config.embedding_dropout, config.dropout_sampler)
         self.layers = nn.ModuleList(
             [ZooBlock(config, i, is_causal, has_cross_attention) for i in range(num_layers)]
         )
@@ -608,4 +638,5 @@ class ZooPooler(nn.Module):
 
 
 def classifier_dropout(config) -> nn.Dropout:
-    return nn.Dropout(config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout)
+    p = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout
+    return ZooDropout(p, config.dropout_sampler)

@@ -32,6 +32,7 @@ from transformers.modeling_outputs import MaskedLMOutput
 from transformers.utils import logging as hf_logging
 
 from .. import ZooEncoderForMaskedLM
+from ..modeling_zoo_dropout import use_zoo_dropout
 from ..text.tokenizer_stats import save_statistics, statistics_table, tokenizer_statistics
 from .adaptation_data import (  # noqa: F401  (UrduData, EnglishData, sentences_dataset: re-exported)
     EnglishData,
@@ -154,6 +155,7 @@ def apply_lora(args, model, new_token_ids: list[int], new_head: bool):
         trainable_token_indices={"embed_tokens": new_token_ids} if new_token_ids else None,
     )
     peft_model = get_peft_model(model, config)
+    use_zoo_dropout(peft_model, model.config.dropout_sampler)  # the adapter dropout draws as the model's own
     if new_head:
         # The prediction head is not part of the source checkpoint: it trains in full (the tied decoder weight is
         # the embedding matrix and stays with trainable_token_indices).

@@ -26,6 +26,7 @@ from .. import (
     ZooViTImageProcessor,
 )
 from ..convert import SOURCE_FAMILIES, convert_model, load_source_model
+from ..modeling_zoo_dropout import use_zoo_dropout
 from .finetuning_data import TaskData
 from .tokenization import train_tokenizer
 
@@ -255,7 +256,10 @@ def apply_mode(args, model):
         modules_to_save=heads or None, task_type=PEFT_TASK_TYPES[args.task],
     )
     try:
-        return get_peft_model(model, lora)
+        peft_model = get_peft_model(model, lora)
     except ValueError as error:
         raise ValueError(f"LoRA could not be applied ({error}); check --lora_target_modules "
                          f"({', '.join(targets)}).") from error
+    # PEFT's adapter dropout is a plain nn.Dropout: it draws its masks as the model's own dropout does.
+    use_zoo_dropout(peft_model, model.config.dropout_sampler)
+    return peft_model

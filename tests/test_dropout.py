@@ -1,0 +1,190 @@
+"""The zoo's dropout (modeling_zoo_dropout.py): PyTorch's dropout mathematics with masks drawn by numpy's PCG64 on
+CPU. Checked against the definition (kept elements scaled by 1 / (1 - p), the rest zero, gradients alike), against
+PyTorch's own dropout given the same mask, for its statistics, its seeding (manual_seed, saved RNG states,
+activation checkpointing), its fallbacks, and inside the models (the "sdpa" training path against eager)."""
+
+import math
+
+import pytest
+import torch
+from huggingface_hub.errors import StrictDataclassError
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from transformer_zoo import (
+    ZooDecoderConfig,
+    ZooDecoderForCausalLM,
+    ZooEncoderConfig,
+    ZooEncoderForMaskedLM,
+    ZooEncoderForSequenceClassification,
+)
+from transformer_zoo.modeling_zoo_dropout import PCG64_MIN_ELEMENTS, ZooDropout, use_zoo_dropout, zoo_dropout
+
+
+def _nonzero_input(shape, dtype=torch.float32, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    return (torch.rand(shape, generator=generator) + 0.5).to(dtype)  # no zeros: a zero output means dropped
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+def test_drops_a_fraction_p_and_scales_the_rest(p):
+    x = _nonzero_input((400, 500))
+    out = zoo_dropout(x, p, training=True)
+    dropped = (out == 0).double().mean().item()
+    sigma = math.sqrt(p * (1 - p) / x.numel())
+    assert abs(dropped - p) < 6 * sigma, (dropped, p)
+    kept = out != 0
+    torch.testing.assert_close(out[kept], x[kept] * (1 / (1 - p)), rtol=1e-6, atol=0)
+
+
+def test_equals_pytorch_dropout_given_the_same_mask_forward_and_backward():
+    x = _nonzero_input((64, 32, 48)).requires_grad_()
+    out = zoo_dropout(x, 0.2, training=True)
+    keep = (out != 0).detach()
+    out.backward(torch.arange(out.numel(), dtype=torch.float32).view_as(out))
+    reference_x = x.detach().clone().requires_grad_()
+    # PyTorch's CPU dropout: input * (bernoulli mask / (1 - p)); here with the zoo's mask.
+    reference = reference_x * (keep.float() / (1 - 0.2))
+    reference.backward(torch.arange(out.numel(), dtype=torch.float32).view_as(out))
+    torch.testing.assert_close(out, reference, rtol=1e-6, atol=0)
+    torch.testing.assert_close(x.grad, reference_x.grad, rtol=1e-6, atol=0)
+
+
+def test_bf16_keeps_its_dtype_and_is_the_rounded_scaled_input():
+    x = _nonzero_input((128, 128), torch.bfloat16).requires_grad_()
+    out = zoo_dropout(x, 0.1, training=True)
+    assert out.dtype == torch.bfloat16
+    kept = out != 0
+    torch.testing.assert_close(out[kept], (x[kept].float() / 0.9).bfloat16(), rtol=0, atol=0)
+    out.sum().backward()
+    assert x.grad.dtype == torch.bfloat16
+    assert torch.equal(x.grad != 0, kept)
+
+
+def test_masks_are_uncorrelated_across_elements_and_calls():
+    x = torch.ones(1 << 18)
+    first = (zoo_dropout(x, 0.5, training=True) != 0).double()
+    second = (zoo_dropout(x, 0.5, training=True) != 0).double()
+
+    def correlation(a, b):
+        a, b = a - a.mean(), b - b.mean()
+        return (a * b).mean().item() / math.sqrt((a * a).mean().item() * (b * b).mean().item())
+
+    bound = 6 / math.sqrt(x.numel() / 2)  # six standard errors of a correlation over these many pairs
+    # Neighbours come from the two halves of one 64-bit draw; the next pair from the next draw.
+    assert abs(correlation(first[0::2], first[1::2])) < bound
+    assert abs(correlation(first[1:-1:2], first[2::2])) < bound
+    assert abs(correlation(first, second)) < bound
+
+
+def test_seeded_by_torch_manual_seed_and_saved_rng_states():
+    x = _nonzero_input((64, 512))
+    torch.manual_seed(3)
+    first = zoo_dropout(x, 0.3, training=True)
+    state = torch.get_rng_state()
+    second = zoo_dropout(x, 0.3, training=True)
+    assert not torch.equal(first, second)
+    torch.manual_seed(3)
+    assert torch.equal(zoo_dropout(x, 0.3, training=True), first)
+    torch.set_rng_state(state)  # a resumed run restores torch's generator
+    assert torch.equal(zoo_dropout(x, 0.3, training=True), second)
+
+
+def test_activation_checkpointing_recomputes_the_same_mask():
+    layer = nn.Sequential(nn.Linear(64, 64), ZooDropout(0.3), nn.Tanh(), nn.Linear(64, 64), ZooDropout(0.3))
+    x = torch.randn(256, 64)
+    grads = []
+    for checkpointed in (False, True):
+        layer.zero_grad()
+        torch.manual_seed(0)
+        out = checkpoint(layer, x, use_reentrant=False) if checkpointed else layer(x)
+        out.square().sum().backward()
+        grads.append([p.grad.clone() for p in layer.parameters()])
+    for plain, recomputed in zip(*grads):
+        torch.testing.assert_close(recomputed, plain, rtol=0, atol=0)
+
+
+def test_falls_back_to_pytorch_dropout_where_the_sampler_does_not_apply():
+    x = _nonzero_input((PCG64_MIN_ELEMENTS,))
+    assert zoo_dropout(x, 0.0, training=True) is x
+    assert zoo_dropout(x, 0.4, training=False) is x
+    small = x[: PCG64_MIN_ELEMENTS - 1]
+    for tensor, sampler in ((small, "pcg64"), (x, "torch")):
+        torch.manual_seed(5)
+        ours = zoo_dropout(tensor, 0.4, training=True, sampler=sampler)
+        torch.manual_seed(5)
+        assert torch.equal(ours, nn.functional.dropout(tensor, 0.4, training=True))
+
+
+def test_compiles_without_a_graph_break():
+    # Under torch.compile the mask comes from PyTorch's dropout (inductor draws it in its own kernels); fullgraph
+    # would raise on the numpy call if it were traced.
+    compiled = torch.compile(ZooDropout(0.25), fullgraph=True, backend="eager")
+    out = compiled(torch.ones(256, 256))
+    dropped = (out == 0).double().mean().item()
+    assert abs(dropped - 0.25) < 6 * math.sqrt(0.25 * 0.75 / out.numel())
+
+
+def test_module_and_config_reject_an_unknown_sampler():
+    with pytest.raises(ValueError, match="dropout_sampler='philox'; choose one of pcg64, torch"):
+        ZooDropout(0.1, "philox")
+    # A config validator's ValueError arrives wrapped by huggingface_hub.
+    with pytest.raises((ValueError, StrictDataclassError), match="dropout_sampler='philox'"):
+        ZooEncoderConfig.from_preset("tiny", dropout_sampler="philox")
+
+
+def test_use_zoo_dropout_replaces_peft_adapter_dropout_and_keeps_the_mode():
+    peft = pytest.importorskip("peft", reason="PEFT is a recipes extra")
+    config = ZooEncoderConfig.from_preset("tiny", num_labels=3)
+    model = peft.get_peft_model(
+        ZooEncoderForSequenceClassification(config),
+        peft.LoraConfig(r=4, lora_dropout=0.1, target_modules=["q_proj", "v_proj"], task_type="SEQ_CLS"),
+    )
+    model.eval()
+    plain = sum(type(m) is nn.Dropout for m in model.modules())
+    assert plain == 2 * config.num_hidden_layers
+    assert use_zoo_dropout(model) == plain
+    assert not any(type(m) is nn.Dropout for m in model.modules())
+    assert all(not m.training for m in model.modules() if isinstance(m, ZooDropout))
+
+
+def _loss_and_grads(model, **batch):
+    model.zero_grad()
+    torch.manual_seed(11)
+    loss = model(**batch).loss
+    loss.backward()
+    return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("family", ["encoder", "decoder-alibi-gqa"])
+def test_sdpa_training_with_attention_dropout_matches_eager_under_the_same_seed(family):
+    """With attention dropout on CPU the "sdpa" kernel runs the math path with the zoo's masks; the eager kernel
+    draws the same masks in the same order, so the two agree to float rounding, padding included."""
+    torch.manual_seed(0)
+    if family == "encoder":
+        config = ZooEncoderConfig.from_preset("tiny", attention_dropout=0.2, hidden_dropout=0.1)
+        model_class = ZooEncoderForMaskedLM
+    else:
+        config = ZooDecoderConfig.from_preset("tiny", attention_dropout=0.2, hidden_dropout=0.1,
+                                              position_embedding_type="alibi", num_key_value_heads=2)
+        model_class = ZooDecoderForCausalLM
+    model = model_class(config).train()
+    ids = torch.randint(5, config.vocab_size, (4, 48), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    mask[1, 40:] = 0
+    labels = ids.masked_fill(mask == 0, -100)
+    results = {}
+    for implementation in ("eager", "sdpa"):
+        model.set_attn_implementation(implementation)
+        results[implementation] = _loss_and_grads(model, input_ids=ids, attention_mask=mask, labels=labels)
+    torch.testing.assert_close(results["sdpa"][0], results["eager"][0], rtol=1e-5, atol=1e-6)
+    for name, grad in results["eager"][1].items():
+        torch.testing.assert_close(results["sdpa"][1][name], grad, rtol=1e-4, atol=1e-6, msg=name)
+    # Against PyTorch's own masks only the random stream differs: a different loss, the same order of magnitude.
+    model.config.dropout_sampler = "torch"
+    for module in model.modules():
+        if isinstance(module, ZooDropout):
+            module.sampler = "torch"
+    torch_loss, _ = _loss_and_grads(model, input_ids=ids, attention_mask=mask, labels=labels)
+    assert torch_loss != results["sdpa"][0]
+    assert abs(torch_loss - results["sdpa"][0]) < 0.5
