@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare_hf import alternating_rounds  # noqa: E402
 
 from transformer_zoo import ZooEncoderConfig, ZooEncoderForSequenceClassification  # noqa: E402
-from transformer_zoo.modeling_zoo_dropout import use_zoo_dropout, zoo_dropout  # noqa: E402
+from transformer_zoo.modeling_zoo_dropout import set_dropout_sampler, zoo_dropout  # noqa: E402
 from transformer_zoo.training.adaptation_downstream import native_bf16  # noqa: E402
 
 SAMPLERS = ("torch", "pcg64")
@@ -57,7 +57,7 @@ def lora_step(sampler: str, attention_dropout: float, bf16: bool):
     model = get_peft_model(ZooEncoderForSequenceClassification(config),
                            LoraConfig(r=8, lora_alpha=16, lora_dropout=0.1, target_modules=["q_proj", "v_proj"],
                                       task_type="SEQ_CLS"))
-    use_zoo_dropout(model, sampler)  # what the recipes do after get_peft_model
+    set_dropout_sampler(model, sampler)  # what the recipes do after get_peft_model
     model.train()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3, fused=True)
     generator = torch.Generator().manual_seed(1)

@@ -482,3 +482,42 @@ def test_launched_adaptation_with_downstream_check(launch, tmp_path, english_wor
     assert results["curve"][-1]["bits_per_byte"] < results["curve"][0]["bits_per_byte"]
     assert results["downstream"]["urdu"]["adapted"]["runs"][0]["seed"] == 1
     assert (output_dir / "model.safetensors").is_file() and (output_dir / "README.md").is_file()
+
+
+def test_downstream_fine_tunes_in_parallel_processes_match_one_at_a_time(tmp_path, english_wordpiece):
+    """--downstream_jobs 2 runs the fine-tunes two at a time, one thread each, in spawned processes; each seeds
+    itself, so they give exactly what one-thread fine-tunes give one after the other."""
+    model_dir = save_english_mlm(tmp_path / "english-model", english_wordpiece)
+    data_file = write_labelled_urdu(tmp_path / "urdu.jsonl", 160)
+    common = [
+        "--model", str(model_dir), "--dataset", str(data_file), "--adapt", "false", "--measure_unadapted", "false",
+        "--downstream_models", "unadapted", "--downstream_seeds", "1,2", "--downstream_train_examples", "48",
+        "--downstream_validation_examples", "12", "--downstream_test_examples", "24", "--downstream_epochs", "1",
+        "--downstream_eval_steps", "3", "--downstream_max_length", "32", "--downstream_batch_size", "8",
+        "--bpb_sentences", "8", "--curve_sentences", "6", "--english_dataset", "none", "--progress_bar", "false",
+        "--report_to", "none",
+    ]
+    threads = torch.get_num_threads()
+    try:
+        parallel = main(common + ["--output_dir", str(tmp_path / "parallel"), "--cpu_threads", "2",
+                                  "--downstream_jobs", "2"])["downstream"]["urdu"]
+        serial = main(common + ["--output_dir", str(tmp_path / "serial"), "--cpu_threads", "1",
+                                "--downstream_jobs", "auto"])["downstream"]["urdu"]
+    finally:
+        torch.set_num_threads(threads)
+    assert parallel["execution"] == {"fine_tunes_at_once": 2, "threads_per_fine_tune": 1}
+    assert serial["execution"] == {"fine_tunes_at_once": 1, "threads_per_fine_tune": 1}  # auto: one thread, serial
+    keys = ("seed", "steps", "best_step", "accuracy", "macro_f1")
+    assert [{k: run[k] for k in keys} for run in parallel["unadapted"]["runs"]] == \
+        [{k: run[k] for k in keys} for run in serial["unadapted"]["runs"]]
+    assert [run["seed"] for run in parallel["unadapted"]["runs"]] == [1, 2]
+    for seed in (1, 2):  # each worker wrote its own run's folder
+        assert (tmp_path / "parallel" / "downstream" / "urdu" / "unadapted" / f"seed-{seed}" / "results.json").is_file()
+
+
+def test_downstream_jobs_flag_refuses_nonsense():
+    from transformer_zoo.training.adaptation_arguments import build_parser as adaptation_parser
+
+    with pytest.raises(SystemExit):
+        adaptation_parser().parse_args(["--downstream_jobs", "0"])
+    assert adaptation_parser().parse_args(["--downstream_jobs", "3"]).downstream_jobs == 3

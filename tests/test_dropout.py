@@ -18,7 +18,12 @@ from transformer_zoo import (
     ZooEncoderForMaskedLM,
     ZooEncoderForSequenceClassification,
 )
-from transformer_zoo.modeling_zoo_dropout import PCG64_MIN_ELEMENTS, ZooDropout, use_zoo_dropout, zoo_dropout
+from transformer_zoo.modeling_zoo_dropout import (
+    PCG64_MIN_ELEMENTS,
+    ZooDropout,
+    set_dropout_sampler,
+    zoo_dropout,
+)
 
 
 def _nonzero_input(shape, dtype=torch.float32, seed=0):
@@ -133,7 +138,7 @@ def test_module_and_config_reject_an_unknown_sampler():
         ZooEncoderConfig.from_preset("tiny", dropout_sampler="philox")
 
 
-def test_use_zoo_dropout_replaces_peft_adapter_dropout_and_keeps_the_mode():
+def test_set_dropout_sampler_replaces_peft_adapter_dropout_and_keeps_the_mode():
     peft = pytest.importorskip("peft", reason="PEFT is a recipes extra")
     config = ZooEncoderConfig.from_preset("tiny", num_labels=3)
     model = peft.get_peft_model(
@@ -143,7 +148,7 @@ def test_use_zoo_dropout_replaces_peft_adapter_dropout_and_keeps_the_mode():
     model.eval()
     plain = sum(type(m) is nn.Dropout for m in model.modules())
     assert plain == 2 * config.num_hidden_layers
-    assert use_zoo_dropout(model) == plain
+    assert set_dropout_sampler(model, "pcg64") == plain
     assert not any(type(m) is nn.Dropout for m in model.modules())
     assert all(not m.training for m in model.modules() if isinstance(m, ZooDropout))
 
@@ -181,10 +186,28 @@ def test_sdpa_training_with_attention_dropout_matches_eager_under_the_same_seed(
     for name, grad in results["eager"][1].items():
         torch.testing.assert_close(results["sdpa"][1][name], grad, rtol=1e-4, atol=1e-6, msg=name)
     # Against PyTorch's own masks only the random stream differs: a different loss, the same order of magnitude.
-    model.config.dropout_sampler = "torch"
-    for module in model.modules():
-        if isinstance(module, ZooDropout):
-            module.sampler = "torch"
+    set_dropout_sampler(model, "torch")
     torch_loss, _ = _loss_and_grads(model, input_ids=ids, attention_mask=mask, labels=labels)
     assert torch_loss != results["sdpa"][0]
     assert abs(torch_loss - results["sdpa"][0]) < 0.5
+
+
+def test_set_dropout_sampler_switches_a_model_back_to_pytorch_masks_exactly():
+    torch.manual_seed(0)
+    model = ZooEncoderForMaskedLM(ZooEncoderConfig.from_preset("tiny", attention_dropout=0.0)).train()
+    reference = ZooEncoderForMaskedLM(ZooEncoderConfig.from_preset("tiny", attention_dropout=0.0)).train()
+    reference.load_state_dict(model.state_dict())
+    # The reference: the same model with every ZooDropout swapped for PyTorch's nn.Dropout.
+    for module in list(reference.modules()):
+        for name, child in module.named_children():
+            if isinstance(child, ZooDropout):
+                setattr(module, name, nn.Dropout(child.p))
+    assert set_dropout_sampler(model, "torch") == 0 and model.config.dropout_sampler == "torch"
+    ids = torch.randint(5, 1000, (4, 64), generator=torch.Generator().manual_seed(2))
+    outputs = []
+    for candidate in (model, reference):
+        torch.manual_seed(4)
+        outputs.append(candidate(input_ids=ids).logits)
+    assert torch.equal(outputs[0], outputs[1])
+    with pytest.raises(ValueError, match="dropout_sampler='mt'"):
+        set_dropout_sampler(model, "mt")

@@ -85,11 +85,19 @@ class ZooDropout(nn.Dropout):
         return super().extra_repr() + (f", sampler={self.sampler}" if self.sampler != "torch" else "")
 
 
-def use_zoo_dropout(model: nn.Module, sampler: str = "pcg64") -> int:
-    """Replace every plain `nn.Dropout` inside `model` (e.g. the adapter dropout PEFT's LoRA adds) by a `ZooDropout`
-    of the same p; returns how many were replaced. The zoo's own layers build `ZooDropout` already."""
+def set_dropout_sampler(model: nn.Module, sampler: str) -> int:
+    """Make every dropout inside `model` draw with `sampler`: the zoo's own `ZooDropout`s and attention (through
+    `model.config`), and every plain `nn.Dropout` (e.g. the adapter dropout PEFT's LoRA adds), which becomes a
+    `ZooDropout` of the same p and mode. Returns how many plain ones were replaced."""
+    if sampler not in DROPOUT_SAMPLERS:
+        raise ValueError(f"dropout_sampler={sampler!r}; choose one of {', '.join(DROPOUT_SAMPLERS)}.")
+    config = getattr(model, "config", None)
+    if config is not None and hasattr(config, "dropout_sampler"):
+        config.dropout_sampler = sampler
     replaced = 0
     for module in model.modules():
+        if isinstance(module, ZooDropout):
+            module.sampler = sampler
         for name, child in module.named_children():
             if type(child) is nn.Dropout and not child.inplace:
                 setattr(module, name, ZooDropout(child.p, sampler).train(child.training))

@@ -62,6 +62,11 @@ def build_parser() -> RecipeArgumentParser:
                        "of every weight (use --learning_rate 5e-4 with it, as docs/urdu/study.md did). Default lora: "
                        "tied for the study's best downstream accuracy with trans-tokenization (which does not fit the "
                        "15-minute default), forgetting less English than full training from the same rows.")
+    model.add_argument("--dropout_sampler", choices=["pcg64", "torch"], default=None,
+                       help="Where dropout masks are drawn on CPU, for adaptation and the downstream check: pcg64 "
+                       "(numpy's PCG64 seeded from torch's generator, several times faster) or torch (PyTorch's own "
+                       "masks, as docs/urdu/study.md's runs drew them). The same Bernoulli dropout either way; only the "
+                       "random stream differs (default: the model's config, pcg64 for converted models).")
     model.add_argument("--lora_rank", type=int, default=16, help="LoRA rank for --mode lora.")
     model.add_argument("--lora_alpha", type=float, default=32.0, help="LoRA alpha for --mode lora.")
     model.add_argument("--lora_target_modules", type=comma_list, default=None,
@@ -184,6 +189,12 @@ def build_parser() -> RecipeArgumentParser:
                             help="Fine-tuning peak rate, decaying linearly. Default: "
                             + ", ".join(f"{rate:g} for {mode}" for mode, rate in DOWNSTREAM_LEARNING_RATES.items())
                             + ".")
+    downstream.add_argument("--downstream_jobs", type=downstream_jobs, default="auto",
+                            help="Fine-tunes run at once, each in its own process with an equal share of the CPU "
+                            "threads. auto: 2 on a CPU run of one process with at least 2 cores and 2 fine-tunes "
+                            "(two one-thread fine-tunes did 1.24x the work of one two-thread fine-tune here, as the "
+                            "study runs them), else 1. Each fine-tune seeds itself, so the numbers do not depend on "
+                            "the order; they do depend on the threads per fine-tune, to float rounding.")
     downstream.add_argument("--downstream_batch_size", type=int, default=16, help="Fine-tuning batch size.")
     downstream.add_argument("--downstream_attention_dropout", type=float, default=0.0,
                             help="Attention-probability dropout while fine-tuning, the same for every model (0: "
@@ -195,6 +206,19 @@ def build_parser() -> RecipeArgumentParser:
         eval_steps=25, save_steps=50, eval_batch_size=32,
     )
     return parser
+
+
+def downstream_jobs(value: str) -> str | int:
+    """--downstream_jobs: 'auto' or a positive count."""
+    if value == "auto":
+        return value
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or a positive number of fine-tunes at once, got {value!r}")
+    return count
 
 
 def apply_full_preset(parser, argv) -> argparse.Namespace:

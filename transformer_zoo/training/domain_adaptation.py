@@ -32,7 +32,7 @@ from transformers.modeling_outputs import MaskedLMOutput
 from transformers.utils import logging as hf_logging
 
 from .. import ZooEncoderForMaskedLM
-from ..modeling_zoo_dropout import use_zoo_dropout
+from ..modeling_zoo_dropout import set_dropout_sampler
 from ..text.tokenizer_stats import save_statistics, statistics_table, tokenizer_statistics
 from .adaptation_data import (  # noqa: F401  (UrduData, EnglishData, sentences_dataset: re-exported)
     EnglishData,
@@ -155,7 +155,7 @@ def apply_lora(args, model, new_token_ids: list[int], new_head: bool):
         trainable_token_indices={"embed_tokens": new_token_ids} if new_token_ids else None,
     )
     peft_model = get_peft_model(model, config)
-    use_zoo_dropout(peft_model, model.config.dropout_sampler)  # the adapter dropout draws as the model's own
+    set_dropout_sampler(peft_model, model.config.dropout_sampler)  # the adapter dropout draws as the model's own
     if new_head:
         # The prediction head is not part of the source checkpoint: it trains in full (the tied decoder weight is
         # the embedding matrix and stays with trainable_token_indices).
@@ -226,6 +226,8 @@ def run(args) -> dict:
 
     # 1. data ------------------------------------------------------------------------------------------------
     lm = load_language_model(args.model, args.gguf_file)  # first: a wrong --model fails before the data loads
+    if args.dropout_sampler is not None:
+        set_dropout_sampler(lm.model, args.dropout_sampler)
     with accelerator.main_process_first():
         data = load_urdu_data(args)
         english = load_english_data(args)

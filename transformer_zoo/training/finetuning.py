@@ -106,6 +106,8 @@ def build_parser() -> RecipeArgumentParser:
                        "Its cost on CPUs: with dropout > 0 PyTorch's SDPA leaves its fused kernel for the math path "
                        "(README 'Speed' has the measured step times); 0 makes training faster and changes the "
                        "regularisation (its accuracy effect over seeds is in README 'Speed').")
+    model.add_argument("--dropout_sampler", choices=["pcg64", "torch"], default=None,
+                       help="Where dropout masks are drawn on CPU: pcg64 (numpy's PCG64 seeded from torch's generator, several times faster) or torch (PyTorch's own masks, e.g. to replay a run made before pcg64). The same Bernoulli dropout either way; only the random stream differs (default: the model's config, pcg64 for new and converted models).")
     model.add_argument("--attn_implementation", default=None,
                        choices=["eager", "sdpa", "flex_attention", "flash_attention_2"],
                        help="Attention kernel (default: sdpa where supported).")

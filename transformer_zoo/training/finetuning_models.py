@@ -26,7 +26,7 @@ from .. import (
     ZooViTImageProcessor,
 )
 from ..convert import SOURCE_FAMILIES, convert_model, load_source_model
-from ..modeling_zoo_dropout import use_zoo_dropout
+from ..modeling_zoo_dropout import set_dropout_sampler
 from .finetuning_data import TaskData
 from .tokenization import train_tokenizer
 
@@ -87,6 +87,8 @@ def _config_overrides(args) -> dict:
         overrides.update(embedding_dropout=args.dropout, attention_dropout=args.dropout, hidden_dropout=args.dropout)
     if args.attention_dropout is not None:
         overrides["attention_dropout"] = args.attention_dropout
+    if args.dropout_sampler is not None:
+        overrides["dropout_sampler"] = args.dropout_sampler
     return overrides
 
 
@@ -261,5 +263,5 @@ def apply_mode(args, model):
         raise ValueError(f"LoRA could not be applied ({error}); check --lora_target_modules "
                          f"({', '.join(targets)}).") from error
     # PEFT's adapter dropout is a plain nn.Dropout: it draws its masks as the model's own dropout does.
-    use_zoo_dropout(peft_model, model.config.dropout_sampler)
+    set_dropout_sampler(peft_model, model.config.dropout_sampler)
     return peft_model

@@ -152,6 +152,8 @@ def build_parser() -> RecipeArgumentParser:
                        "Its cost on CPUs: with dropout > 0 PyTorch's SDPA leaves its fused kernel for the math path "
                        "(README 'Speed' has the measured step times); 0 makes training faster and changes the "
                        "regularisation.")
+    model.add_argument("--dropout_sampler", choices=["pcg64", "torch"], default=None,
+                       help="Where dropout masks are drawn on CPU: pcg64 (numpy's PCG64 seeded from torch's generator, several times faster) or torch (PyTorch's own masks, e.g. to replay a run made before pcg64). The same Bernoulli dropout either way; only the random stream differs (default: the model's config, pcg64 for new and converted models).")
     model.add_argument("--attn_implementation", default=None,
                        choices=["eager", "sdpa", "flex_attention", "flash_attention_2"],
                        help="Attention kernel (default: sdpa where supported).")
@@ -285,6 +287,8 @@ def build_config(args, tokenizer, corpus, objective: str):
         overrides.update(embedding_dropout=args.dropout, attention_dropout=args.dropout, hidden_dropout=args.dropout)
     if args.attention_dropout is not None:
         overrides["attention_dropout"] = args.attention_dropout
+    if args.dropout_sampler is not None:
+        overrides["dropout_sampler"] = args.dropout_sampler
     if tokenizer is not None:
         start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.cls_token_id
         end = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id
