@@ -20,6 +20,7 @@ import json
 import os
 import statistics
 import sys
+import textwrap
 from pathlib import Path
 
 import torch
@@ -94,7 +95,7 @@ def plot(report: dict, path: Path) -> None:
         case = report["cases"][name]
         values = [case["median_s"][s] * 1e3 for s in SAMPLERS]
         axis.bar(SAMPLERS, values, color=["#999999", "#1f77b4"])
-        axis.set_title(f"{name}\n{case['speed_up']:.2f}x", fontsize=8)
+        axis.set_title(f"{textwrap.fill(name, 30)}\n{case['speed_up']:.2f}x", fontsize=8)
         axis.set_ylabel("ms (median of best-of rounds)", fontsize=8)
         axis.tick_params(labelsize=8)
     fig.suptitle(f"dropout masks on CPU ({report['threads']} threads, load {report['load_average_before'][0]:.1f})",

@@ -18,6 +18,8 @@ from transformer_zoo import (
     ZooEncoderForMaskedLM,
     ZooEncoderForSequenceClassification,
 )
+from test_optimised_paths import CASES, TOLERANCE, build, loss_and_gradients
+from transformer_zoo import modeling_zoo_dropout as dropout_module
 from transformer_zoo.modeling_zoo_dropout import (
     PCG64_MIN_ELEMENTS,
     ZooDropout,
@@ -153,43 +155,28 @@ def test_set_dropout_sampler_replaces_peft_adapter_dropout_and_keeps_the_mode():
     assert all(not m.training for m in model.modules() if isinstance(m, ZooDropout))
 
 
-def _loss_and_grads(model, **batch):
-    model.zero_grad()
-    torch.manual_seed(11)
-    loss = model(**batch).loss
-    loss.backward()
-    return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-
-
-@pytest.mark.parametrize("family", ["encoder", "decoder-alibi-gqa"])
-def test_sdpa_training_with_attention_dropout_matches_eager_under_the_same_seed(family):
+@pytest.mark.parametrize("family, overrides", CASES, ids=[f"{f}-{'-'.join(map(str, o.values()))}" for f, o in CASES])
+def test_sdpa_training_with_attention_dropout_matches_eager_under_the_same_seed(family, overrides, monkeypatch):
     """With attention dropout on CPU the "sdpa" kernel runs the math path with the zoo's masks; the eager kernel
-    draws the same masks in the same order, so the two agree to float rounding, padding included."""
-    torch.manual_seed(0)
-    if family == "encoder":
-        config = ZooEncoderConfig.from_preset("tiny", attention_dropout=0.2, hidden_dropout=0.1)
-        model_class = ZooEncoderForMaskedLM
-    else:
-        config = ZooDecoderConfig.from_preset("tiny", attention_dropout=0.2, hidden_dropout=0.1,
-                                              position_embedding_type="alibi", num_key_value_heads=2)
-        model_class = ZooDecoderForCausalLM
-    model = model_class(config).train()
-    ids = torch.randint(5, config.vocab_size, (4, 48), generator=torch.Generator().manual_seed(1))
-    mask = torch.ones_like(ids)
-    mask[1, 40:] = 0
-    labels = ids.masked_fill(mask == 0, -100)
+    draws the same masks in the same order, so the two agree to float rounding: every family and position scheme,
+    padding, GQA, pruned heads and cross-attention included."""
+    monkeypatch.setattr(dropout_module, "PCG64_MIN_ELEMENTS", 0)  # the tiny test tensors take the PCG64 path too
+    overrides = dict(overrides, attention_dropout=0.2)
     results = {}
     for implementation in ("eager", "sdpa"):
-        model.set_attn_implementation(implementation)
-        results[implementation] = _loss_and_grads(model, input_ids=ids, attention_mask=mask, labels=labels)
-    torch.testing.assert_close(results["sdpa"][0], results["eager"][0], rtol=1e-5, atol=1e-6)
+        model, batch = build(family, overrides, implementation)
+        model.train()
+        torch.manual_seed(11)
+        results[implementation] = loss_and_gradients(model, batch)
+    torch.testing.assert_close(results["sdpa"][0], results["eager"][0], **TOLERANCE)
     for name, grad in results["eager"][1].items():
-        torch.testing.assert_close(results["sdpa"][1][name], grad, rtol=1e-4, atol=1e-6, msg=name)
-    # Against PyTorch's own masks only the random stream differs: a different loss, the same order of magnitude.
-    set_dropout_sampler(model, "torch")
-    torch_loss, _ = _loss_and_grads(model, input_ids=ids, attention_mask=mask, labels=labels)
-    assert torch_loss != results["sdpa"][0]
-    assert abs(torch_loss - results["sdpa"][0]) < 0.5
+        torch.testing.assert_close(results["sdpa"][1][name], grad, **TOLERANCE, msg=lambda m: f"{name}: {m}")
+    # Against PyTorch's masks only the random stream differs: another loss of the same size.
+    model, batch = build(family, dict(overrides, dropout_sampler="torch"), "sdpa")
+    model.train()
+    torch.manual_seed(11)
+    torch_loss, _ = loss_and_gradients(model, batch)
+    assert torch_loss != results["sdpa"][0] and abs(torch_loss - results["sdpa"][0]) < 0.5 * results["sdpa"][0]
 
 
 def test_set_dropout_sampler_switches_a_model_back_to_pytorch_masks_exactly():

@@ -162,7 +162,8 @@ def sdpa_math_attention(
     """The "sdpa" kernel for training with attention dropout on CPU, where PyTorch's SDPA leaves its fused kernel for
     its math path: these same operations, with the mask drawn by the config's dropout sampler instead of PyTorch's
     (modeling_zoo_dropout.py). Takes the masks made for "sdpa" (boolean, or None with causal attention) and returns
-    no weights, as "sdpa" does. Only called when queries and keys are the same positions (no cached keys)."""
+    no weights, as "sdpa" does. Self-attention comes here only when queries and keys are the same positions (no
+    cached keys), so a causal mask left to the kernel is the plain lower triangle."""
     if attention_mask is None and module.is_causal and query.shape[2] > 1:
         attention_mask = torch.ones(query.shape[2], key.shape[2], dtype=torch.bool, device=query.device).tril()
     if attention_mask is not None and attention_mask.dtype == torch.bool:
@@ -283,7 +284,8 @@ class ZooAttention(nn.Module):
         if self.attention_variant is not None:
             # The config refuses score-bias position schemes for the variants, so position_bias is None here.
             attention_function = self.attention_variant
-        elif (self.training and self.config._attn_implementation == "sdpa" and query.shape[2] == key.shape[2]
+        elif (self.training and self.config._attn_implementation == "sdpa"
+              and (self.is_cross_attention or query.shape[2] == key.shape[2])
               and self.config.dropout_sampler == "pcg64"
               and pcg64_applies(query, self.attention_dropout, query.shape[:3].numel() * key.shape[2])):
             attention_function = sdpa_math_attention
