@@ -280,6 +280,11 @@ def main(argv=None):
             row = {"family": family, "attn": attn, "compile": compiled,
                    "max_logit_diff": max_logit_difference(zoo, peer, batch)}
             zoo.train(), peer.train()
+            if compiled:
+                # A fresh dynamo per family: transformers' output wrappers are one code object for every model, and
+                # after eight families dynamo's recompile limit made it run them eagerly. Never between the sides:
+                # that would throw away the first side's compiled code.
+                torch._dynamo.reset()
             zoo_step, peer_step = (torch.compile(zoo), torch.compile(peer)) if compiled else (zoo, peer)
             row["train"] = compare({"zoo": training_step(zoo_step, batch), "peer": training_step(peer_step, batch)},
                                    args.rounds, args.steps, args.warmup + (2 if compiled else 0))

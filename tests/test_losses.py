@@ -7,7 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
 
-from transformer_zoo import ZooEncoderForMaskedLM
+from transformer_zoo import ZooDecoderConfig, ZooDecoderForCausalLM, ZooEncoderForMaskedLM
+from transformer_zoo import modeling_zoo_losses as losses
 
 
 def _hand_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -36,3 +37,28 @@ def test_masked_lm_loss_accepts_non_contiguous_labels(make_config, make_model, r
     assert not labels.is_contiguous()
     output = model(input_ids=ids, labels=labels)
     assert_close(output.loss, _hand_loss(output.logits, labels), rtol=0, atol=1e-6)
+
+
+def test_compiled_training_step_takes_pytorch_cross_entropy_with_the_same_loss_and_gradients(monkeypatch):
+    """Under torch.compile the LM loss is F.cross_entropy (AOTAutograd would rewrite LogitsCrossEntropy's in-place
+    backward out of place anyway): the same loss and gradients as the eager step through LogitsCrossEntropy."""
+    torch.manual_seed(0)
+    model = ZooDecoderForCausalLM(ZooDecoderConfig.from_preset("tiny")).eval()  # no dropout: the same function twice
+    ids = torch.randint(3, model.config.vocab_size, (2, 16), generator=torch.Generator().manual_seed(1))
+
+    def step(forward):
+        model.zero_grad()
+        loss = forward(input_ids=ids, labels=ids).loss
+        loss.backward()
+        return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    calls = []
+    original = losses.LogitsCrossEntropy.apply
+    monkeypatch.setattr(losses.LogitsCrossEntropy, "apply",
+                        lambda *args: (calls.append(torch.compiler.is_compiling()), original(*args))[1])
+    eager_loss, eager_grads = step(model)
+    compiled_loss, compiled_grads = step(torch.compile(model, fullgraph=True, backend="aot_eager"))
+    assert calls == [False]  # the eager step only
+    torch.testing.assert_close(compiled_loss, eager_loss, rtol=1e-6, atol=1e-6)
+    for name, grad in eager_grads.items():
+        torch.testing.assert_close(compiled_grads[name], grad, rtol=1e-5, atol=1e-6, msg=name)

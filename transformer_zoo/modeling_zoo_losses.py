@@ -62,8 +62,9 @@ class LogitsCrossEntropy(torch.autograd.Function):
 
 def cross_entropy_sum(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
     """F.cross_entropy(logits, labels, ignore_index=ignore_index, reduction="sum") over (rows, classes) logits,
-    through LogitsCrossEntropy when gradients are needed (plain F.cross_entropy otherwise)."""
-    if not (torch.is_grad_enabled() and logits.requires_grad):
+    through LogitsCrossEntropy when gradients are needed (plain F.cross_entropy otherwise, and under torch.compile:
+    AOTAutograd rewrites the in-place backward out of place, and inductor fuses PyTorch's own log-softmax and nll)."""
+    if not (torch.is_grad_enabled() and logits.requires_grad) or torch.compiler.is_compiling():
         return nn.functional.cross_entropy(logits.float(), labels, ignore_index=ignore_index, reduction="sum")
     return LogitsCrossEntropy.apply(logits, labels, ignore_index)
 
