@@ -12,8 +12,6 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from transformer_zoo import (
-    ZooDecoderConfig,
-    ZooDecoderForCausalLM,
     ZooEncoderConfig,
     ZooEncoderForMaskedLM,
     ZooEncoderForSequenceClassification,

@@ -23,7 +23,7 @@ from transformers.masking_utils import create_causal_mask
 
 from transformer_zoo import ZooDecoderConfig, ZooEncoderConfig
 from transformer_zoo.modeling_zoo_vit import sincos_2d_table
-from transformer_zoo.modeling_zoo_layers import eager_attention_forward
+from transformer_zoo.modeling_zoo_attention_kernels import eager_attention_forward
 from transformer_zoo.modeling_zoo_positions import (
     AlibiPositions,
     RelativePositionBias,

@@ -9,7 +9,9 @@ Four kinds of layer, each chosen by a config string through a small registry:
                                       flash_attention_2, flex_attention) comes from transformers' attention interface.
 
 The position schemes live in modeling_zoo_positions.py (a scheme has three hooks: `embed`, `rotary`, `score_bias`;
-attention asks the scheme and never branches on its name), the checks on a forward's inputs in modeling_zoo_checks.py.
+attention asks the scheme and never branches on its name), the checks on a forward's inputs in modeling_zoo_checks.py,
+the zoo's own attention kernels (eager, and sdpa's math path with the zoo's masks) in modeling_zoo_attention_kernels.py
+and dropout (`ZooDropout`, masks drawn by PCG64 on CPU) in modeling_zoo_dropout.py.
 
 `ZooBlock` is one layer (self-attention, optional cross-attention, feed-forward), each sublayer wrapped by the same
 pre- or post-norm residual. `ZooStackMixin` turns a `PreTrainedModel` into a stack of blocks: embeddings -> N blocks
@@ -30,7 +32,6 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, EncoderDecoderCache
-from transformers.integrations.sdpa_attention import repeat_kv
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
@@ -45,7 +46,8 @@ from .modeling_zoo_attention_variants import (
     variant_attention_mask,
 )
 from .modeling_zoo_checks import check_token_ids, reject_unknown_kwargs
-from .modeling_zoo_dropout import ZooDropout, pcg64_applies, zoo_dropout
+from .modeling_zoo_attention_kernels import eager_attention_forward, sdpa_math_attention
+from .modeling_zoo_dropout import ZooDropout, pcg64_applies
 from .modeling_zoo_positions import POSITION_SCHEMES, PositionScheme, apply_rotary
 
 
@@ -118,61 +120,6 @@ class ZooMLP(nn.Module):
 
 
 # ================================================================================================ attention
-def eager_attention_forward(
-    module: nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    scaling: float,
-    dropout: float = 0.0,
-    position_bias: torch.Tensor | None = None,
-    **kwargs,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """softmax(Q K^T * scaling + bias + mask) V, the reference every other kernel is tested against.
-
-    Takes [batch, heads, seq, head_dim] states and an additive mask; returns [batch, seq, heads, head_dim] and the
-    attention weights. Differs from Llama's only in adding the position scheme's score bias.
-    """
-    key = repeat_kv(key, module.num_key_value_groups)
-    value = repeat_kv(value, module.num_key_value_groups)
-    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
-    if position_bias is not None:
-        scores = scores + position_bias
-    if attention_mask is not None:
-        scores = scores + attention_mask
-    weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-    sampler = getattr(getattr(module, "config", None), "dropout_sampler", "pcg64")
-    weights = zoo_dropout(weights, dropout, module.training, sampler)
-    output = torch.matmul(weights, value).transpose(1, 2).contiguous()
-    return output, weights
-
-
-def sdpa_math_attention(
-    module: nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    scaling: float,
-    dropout: float = 0.0,
-    position_bias: torch.Tensor | None = None,
-    **kwargs,
-) -> tuple[torch.Tensor, None]:
-    """The "sdpa" kernel for training with attention dropout on CPU, where PyTorch's SDPA leaves its fused kernel for
-    its math path: these same operations, with the mask drawn by the config's dropout sampler instead of PyTorch's
-    (modeling_zoo_dropout.py). Takes the masks made for "sdpa" (boolean, or None with causal attention) and returns
-    no weights, as "sdpa" does. Self-attention comes here only when queries and keys are the same positions (no
-    cached keys), so a causal mask left to the kernel is the plain lower triangle."""
-    if attention_mask is None and module.is_causal and query.shape[2] > 1:
-        attention_mask = torch.ones(query.shape[2], key.shape[2], dtype=torch.bool, device=query.device).tril()
-    if attention_mask is not None and attention_mask.dtype == torch.bool:
-        attention_mask = torch.zeros(attention_mask.shape, dtype=query.dtype, device=query.device).masked_fill_(
-            ~attention_mask, torch.finfo(query.dtype).min)
-    output, _ = eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout, position_bias)
-    return output, None
-
-
 # Token rows from which one fused q/k/v product beats three (measured on CPU: decoding single tokens was slower fused).
 FUSED_PROJECTION_MIN_ROWS = 64
 
