@@ -38,6 +38,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
 
 from .configuration_zoo_common import GATED_ACTIVATIONS
+from .modeling_zoo_attention_kernels import eager_attention_forward, sdpa_math_attention
 from .modeling_zoo_attention_variants import (
     AttentionVariant,
     build_attention_variant,
@@ -46,7 +47,6 @@ from .modeling_zoo_attention_variants import (
     variant_attention_mask,
 )
 from .modeling_zoo_checks import check_token_ids, reject_unknown_kwargs
-from .modeling_zoo_attention_kernels import eager_attention_forward, sdpa_math_attention
 from .modeling_zoo_dropout import ZooDropout, pcg64_applies
 from .modeling_zoo_positions import POSITION_SCHEMES, PositionScheme, apply_rotary
 
