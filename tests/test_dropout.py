@@ -60,7 +60,8 @@ def test_bf16_keeps_its_dtype_and_is_the_rounded_scaled_input():
     out = zoo_dropout(x, 0.1, training=True)
     assert out.dtype == torch.bfloat16
     kept = out != 0
-    torch.testing.assert_close(out[kept], (x[kept].float() / 0.9).bfloat16(), rtol=0, atol=0)
+    # x / 0.9 within two bf16 roundings (2^-8 relative each): a kernel may round the scale, then the product.
+    torch.testing.assert_close(out[kept].float(), x[kept].float() / 0.9, rtol=2**-7, atol=0)
     out.sum().backward()
     assert x.grad.dtype == torch.bfloat16
     assert torch.equal(x.grad != 0, kept)
