@@ -141,7 +141,7 @@ def downstream_check(args, corpus: datasets.DatasetDict, options: dict | None, c
     summary["seeds"] = list(args.downstream_seeds)
     # Not part of the protocol: the threads per fine-tune change the numbers only to float rounding.
     summary["execution"] = {"fine_tunes_at_once": workers,
-                            "threads_per_fine_tune": max(1, torch.get_num_threads() // workers)}
+                            "threads_per_fine_tune": threads_per_fine_tune(workers)}
     # How the numbers were made: a study refuses to put checks with different protocols side by side.
     summary["protocol"] = downstream_protocol(args, precision)
     if "unadapted" in summary and "adapted" in summary:
@@ -159,6 +159,11 @@ def downstream_workers(setting: str | int, accelerator, fine_tunes: int) -> int:
     if setting == "auto":
         return 2 if threads >= 2 else 1
     return max(1, min(int(setting), fine_tunes, threads))
+
+
+def threads_per_fine_tune(workers: int) -> int:
+    """Each of `workers` fine-tunes at once gets an equal share of this process's threads."""
+    return max(1, torch.get_num_threads() // workers)
 
 
 def _fine_tune_in_process(fine_args, seed: int, folder: Path, task_data, precision: str, threads: int) -> dict:
@@ -184,7 +189,7 @@ def run_in_processes(jobs: list, workers: int, task_data, precision: str, output
     import concurrent.futures
     import multiprocessing
 
-    threads = max(1, torch.get_num_threads() // workers)
+    threads = threads_per_fine_tune(workers)
     logger.info(f"Downstream: {len(jobs)} fine-tunes, {workers} at a time with {threads} thread(s) each.")
     # spawn, not fork: a forked child would inherit this process's OpenMP thread pool and torch state mid-run.
     context = multiprocessing.get_context("spawn")
