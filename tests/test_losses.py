@@ -59,6 +59,8 @@ def test_compiled_training_step_takes_pytorch_cross_entropy_with_the_same_loss_a
     eager_loss, eager_grads = step(model)
     compiled_loss, compiled_grads = step(torch.compile(model, fullgraph=True, backend="aot_eager"))
     assert calls == [False]  # the eager step only
-    torch.testing.assert_close(compiled_loss, eager_loss, rtol=1e-6, atol=1e-6)
+    # Two fp32 reductions over the same 32 rows in different orders: within 2 x 32 unit roundoffs of each other, on any
+    # CPU (a bound, not what this machine happens to give).
+    torch.testing.assert_close(compiled_loss, eager_loss, rtol=64 * 2**-24, atol=0)
     for name, grad in eager_grads.items():
         torch.testing.assert_close(compiled_grads[name], grad, rtol=1e-5, atol=1e-6, msg=name)
