@@ -4,11 +4,16 @@ hadith-en) against the same job in transformers' Trainer (benchmarks/trainer_fin
 LoRA settings, batch size and steps), each in its own process, in alternated pairs.
 
 Per run: start-up (launch to the end of the first optimiser step, less one steady step), steady step (median gap
-between consecutive step ends after the first two), end of run (last step end to process exit: final evaluations,
+between consecutive step ends after the first two), between steps (first to last step end, less the steady steps:
+a whole job's periodic evaluations and checkpoints), end of run (last step end to process exit: final evaluations,
 saving, and for the recipe the best-model reload, merge, model card and plot), whole wall time and peak resident
 memory. Arms: recipe, trainer, and with --attention-dropout-zero also both with attention dropout 0.
 
+--max-steps 0 runs each job whole, as a user runs the recipe: its default length (one epoch of the 6,000-example
+subset) with an evaluation and a checkpoint every 100 steps and the best model reloaded at the end, on both sides.
+
     python benchmarks/finetune_vs_trainer.py --pairs 4 --max-steps 20 --output benchmarks/results/finetune_vs_trainer_cpu.json
+    python benchmarks/finetune_vs_trainer.py --pairs 2 --max-steps 0 --output benchmarks/results/finetune_vs_trainer_full_cpu.json
 """
 
 import argparse
@@ -31,8 +36,9 @@ def run_arm(arm: str, max_steps: int, work: Path) -> dict:
     timings = work / f"{arm.replace(' ', '_')}.json"
     zero = arm.endswith("attention dropout 0")
     if arm.startswith("recipe"):
-        command = ["accelerate", "launch", "recipes/finetune.py", "--max_steps", str(max_steps), "--logging_steps", "1",
+        command = ["accelerate", "launch", "recipes/finetune.py", "--logging_steps", "1",
                    "--output_dir", str(out), "--progress_bar", "false", "--report_to", "none"]
+        command += ["--max_steps", str(max_steps)] if max_steps else []
         command += ["--attention_dropout", "0"] if zero else []
     else:
         command = [sys.executable, "benchmarks/trainer_finetune_job.py", str(out), "--max_steps", str(max_steps),
@@ -59,6 +65,9 @@ def run_arm(arm: str, max_steps: int, work: Path) -> dict:
     return {
         "arm": arm, "startup_s": ends[0] - launched - steady, "steady_step_s": steady,
         "end_of_run_s": exited - ends[-1], "wall_s": exited - launched, "steps": len(ends),
+        # Between the first and last step, what steady steps do not account for: the periodic evaluations and
+        # checkpoints of a whole job (and the steps' own spread).
+        "between_steps_s": (ends[-1] - ends[0]) - (len(ends) - 1) * steady,
         "peak_rss_mib": usage.ru_maxrss / 1024, **accuracy,
     }
 
@@ -83,7 +92,8 @@ def summarise(runs: list[dict]) -> dict:
         mine = [r for r in runs if r["arm"] == arm]
         summary[arm] = {key: {"median": statistics.median(r[key] for r in mine),
                               "min": min(r[key] for r in mine), "max": max(r[key] for r in mine)}
-                        for key in ("startup_s", "steady_step_s", "end_of_run_s", "wall_s", "peak_rss_mib")}
+                        for key in ("startup_s", "steady_step_s", "between_steps_s", "end_of_run_s", "wall_s",
+                                    "peak_rss_mib") if all(key in r for r in mine)}
     return summary
 
 
@@ -111,7 +121,9 @@ def plot(summary: dict, path: Path) -> None:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=4, help="alternated pairs of runs per arm (default: %(default)s)")
-    parser.add_argument("--max-steps", type=int, default=20, help="optimiser steps per run (default: %(default)s)")
+    parser.add_argument("--max-steps", type=int, default=20,
+                        help="optimiser steps per run; 0 = each job whole (the recipe's default length, periodic "
+                             "evaluation and checkpoints, best-model reload) (default: %(default)s)")
     parser.add_argument("--attention-dropout-zero", action="store_true",
                         help="also run both jobs with attention dropout 0")
     parser.add_argument("--output", type=Path, default=None, help="JSON results (a PNG is written beside it)")

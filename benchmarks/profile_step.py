@@ -2,7 +2,13 @@
 """Where one training step's time goes, zoo against its transformers peer: torch.profiler over --steps steps of each
 side of a `compare_hf.py` pair (same shapes, weights and batch), the operators sorted by their own CPU time.
 
+--generate profiles compare_hf's generation instead (64 greedy tokens after a 16-token prompt, batch 1). There the
+arithmetic per token is small and the time goes to Python (generate's loop, the model's forward), so the profile is
+Python's own (cProfile): the functions sorted by their own time, and the operator count per token from
+torch.profiler.
+
     python benchmarks/profile_step.py --family vit --output benchmarks/results/profile_step_vit_cpu.txt
+    python benchmarks/profile_step.py --family marian --generate --output benchmarks/results/profile_generate_marian_cpu.txt
 """
 
 from __future__ import annotations
@@ -28,7 +34,11 @@ def main(argv=None) -> str:
     parser.add_argument("--steps", type=int, default=3, help="profiled steps per side (default: %(default)s)")
     parser.add_argument("--rows", type=int, default=16, help="operators listed per side (default: %(default)s)")
     parser.add_argument("--output", type=Path, default=None, help="also write the tables to this text file")
+    parser.add_argument("--generate", action="store_true",
+                        help="profile compare_hf's generation (Python-level, cProfile) instead of a training step")
     args = parser.parse_args(argv)
+    if args.generate:
+        return profile_generation(args)
     # compare_hf's defaults for everything that shapes the pair.
     shape = compare_hf_defaults()
     torch.manual_seed(0)
@@ -45,6 +55,46 @@ def main(argv=None) -> str:
                 step()
         lines += [f"===== {name}", prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows,
                                                              max_name_column_width=44)]
+    text = "\n".join(lines)
+    print(text)
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text + "\n")
+    return text
+
+
+def profile_generation(args) -> str:
+    import cProfile
+    import io
+    import pstats
+    import time
+
+    shape = compare_hf_defaults()
+    torch.manual_seed(0)
+    zoo, peer, batch = compare_hf.build_pair(args.family, shape, args.attn)
+    lines = [f"{args.family} ({args.attn}) generation of {shape.new_tokens} tokens, compare_hf.py shapes, "
+             f"{torch.get_num_threads()} threads, torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}; "
+             f"{args.steps} generations per side"]
+    for name, model in (("zoo", zoo), ("peer", peer)):
+        model.eval()
+        run = compare_hf.generation_run(model, batch, shape.new_tokens)
+        run()  # warm-up
+        start = time.perf_counter()
+        for _ in range(args.steps):
+            run()
+        plain = (time.perf_counter() - start) / args.steps
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            run()
+        operators = sum(event.count for event in prof.key_averages())
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(args.steps):
+            run()
+        profiler.disable()
+        stream = io.StringIO()
+        pstats.Stats(profiler, stream=stream).sort_stats("tottime").print_stats(args.rows)
+        lines += [f"===== {name}: {plain * 1000:.0f} ms per generation unprofiled; {operators} profiler events "
+                  f"({operators / shape.new_tokens:.0f} per token)", stream.getvalue()]
     text = "\n".join(lines)
     print(text)
     if args.output:

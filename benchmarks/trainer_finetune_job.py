@@ -7,7 +7,12 @@ the zoo), same LoRA (r 8, alpha 16, dropout 0.1 on query/value; classifier and p
 AdamW at 1e-3 with linear warmup 6 %, the same number of steps. At the end, like the recipe: evaluation on the
 validation and test splits, the adapter saved, the merged model saved with the tokenizer.
 
+--max_steps 0 runs the recipe's whole default job: its length (one epoch), and its evaluation and checkpoint every
+100 steps (two kept) with the best model by validation accuracy reloaded at the end, as Trainer's
+load_best_model_at_end does it. Evaluation batches are the recipe's (64) in both modes.
+
     python benchmarks/trainer_finetune_job.py OUT --max_steps 20 --timings timings.json
+    python benchmarks/trainer_finetune_job.py OUT --max_steps 0 --timings timings.json
 """
 
 import time
@@ -16,6 +21,7 @@ STARTED = time.time()  # before the heavy imports: start-up is measured from her
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -44,7 +50,9 @@ class StepTimes(TrainerCallback):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("output_dir", help="where the Trainer writes (overwritten)")
-    parser.add_argument("--max_steps", type=int, default=20, help="optimiser steps (default: %(default)s)")
+    parser.add_argument("--max_steps", type=int, default=20,
+                        help="optimiser steps; 0 = the recipe's whole default job, with its periodic evaluation, "
+                             "checkpoints and best-model reload (default: %(default)s)")
     parser.add_argument("--timings", required=True, help="JSON file for the step end times")
     parser.add_argument("--attention_dropout", type=float, default=None, help="override attention dropout")
     args = parser.parse_args()
@@ -68,17 +76,24 @@ def main():
         return {"accuracy": float((np.argmax(prediction.predictions, -1) == prediction.label_ids).mean())}
 
     times = StepTimes()
+    full_job = args.max_steps == 0
+    # The recipe's length: num_epochs passes of ceil(examples / batch) steps (transformer_zoo.training.loop).
+    steps = args.max_steps or int(recipe_args.num_epochs * math.ceil(len(train_set) / recipe_args.per_device_batch_size))
+    periodic = dict(
+        eval_strategy="steps", eval_steps=recipe_args.eval_steps, save_strategy="steps", save_steps=recipe_args.save_steps,
+        save_total_limit=2, load_best_model_at_end=True, metric_for_best_model="accuracy", greater_is_better=True,
+    ) if full_job else dict(save_strategy="no", eval_strategy="no")
     trainer = Trainer(
         model=model,
         args=TrainingArguments(
-            output_dir=args.output_dir, max_steps=args.max_steps,
+            output_dir=args.output_dir, max_steps=steps,
             per_device_train_batch_size=recipe_args.per_device_batch_size,
-            per_device_eval_batch_size=recipe_args.per_device_batch_size, learning_rate=recipe_args.learning_rate,
-            warmup_steps=resolve_warmup_steps(args.max_steps, None, recipe_args.warmup_ratio), lr_scheduler_type="linear", weight_decay=0.01, logging_steps=10,
-            save_strategy="no", eval_strategy="no", report_to=[], disable_tqdm=True, use_cpu=True,
-            seed=recipe_args.seed, dataloader_num_workers=0),
-        train_dataset=train_set, data_collator=DataCollatorWithPadding(loaded.tokenizer),
-        compute_metrics=accuracy, callbacks=[times],
+            per_device_eval_batch_size=recipe_args.eval_batch_size, learning_rate=recipe_args.learning_rate,
+            warmup_steps=resolve_warmup_steps(steps, None, recipe_args.warmup_ratio), lr_scheduler_type="linear",
+            weight_decay=0.01, logging_steps=10, report_to=[], disable_tqdm=True, use_cpu=True,
+            seed=recipe_args.seed, dataloader_num_workers=0, **periodic),
+        train_dataset=train_set, eval_dataset=validation_set if full_job else None,
+        data_collator=DataCollatorWithPadding(loaded.tokenizer), compute_metrics=accuracy, callbacks=[times],
     )
     trainer.train()
     trained = time.time()

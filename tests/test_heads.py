@@ -64,10 +64,23 @@ def test_all_ones_mask_is_identity_and_hooks_are_removed(family, make_config, ma
     model = tiny_model(make_config, make_model, family)
     batch = batch_for(family)
     reference = logits(model, batch)
+    if family == "vit":
+        # The masks are forward pre-hooks, and a hook in the last layer makes a [CLS]-pooled classifier compute
+        # every row there (run_stack), which rounds differently from its leading-rows path: compare like with like.
+        handle = model.vit.layers[-1].register_forward_hook(lambda *args: None)
+        every_row = logits(model, batch)
+        handle.remove()
+        torch.testing.assert_close(every_row, reference, atol=2e-5, rtol=1e-4)
+        reference = every_row
     assert torch.equal(logits(model, batch, ones_masks(model)), reference)
     masked = logits(model, batch, masks_without(model, {key: [0] for key in head_counts(model)}))
     assert (masked - reference).abs().max() > 1e-3  # masking does something...
-    assert torch.equal(logits(model, batch), reference)  # ...and leaves no hook behind
+    # ...and leaves no hook behind (for the ViT: its leading-rows path, to rounding, is back).
+    if family == "vit":
+        torch.testing.assert_close(logits(model, batch), reference, atol=2e-5, rtol=1e-4)
+        assert not any(module._forward_pre_hooks for module in model.modules())
+    else:
+        assert torch.equal(logits(model, batch), reference)
     if family == "seq2seq":
         assert list(head_counts(model)) == ["encoder.0", "encoder.1", "decoder.0", "cross.0", "decoder.1", "cross.1"]
 

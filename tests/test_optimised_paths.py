@@ -41,7 +41,7 @@ def loss_and_gradients(model, batch):
 
 
 def unfused(monkeypatch):
-    monkeypatch.setattr(layers, "_plain_linears", lambda modules: False)
+    monkeypatch.setattr(layers, "plain_linears", lambda modules: False)
 
 
 def text_batch(vocab_size=1000, batch=2, length=12, seed=0):
@@ -129,13 +129,13 @@ def test_fused_path_is_taken_only_for_plain_hook_free_linears():
     model, _ = build("decoder", {})
     attention = model.model.layers[0].self_attn
     projections = (attention.q_proj, attention.k_proj, attention.v_proj)
-    assert layers._plain_linears(projections)
+    assert layers.plain_linears(projections)
     handle = attention.k_proj.register_forward_hook(lambda *args: None)
-    assert not layers._plain_linears(projections)  # hooks must see their module called
+    assert not layers.plain_linears(projections)  # hooks must see their module called
     handle.remove()
     peft_model = get_peft_model(model, LoraConfig(target_modules=["q_proj"], r=2))
     attention = peft_model.base_model.model.model.layers[0].self_attn
-    assert not layers._plain_linears((attention.q_proj, attention.k_proj, attention.v_proj))
+    assert not layers.plain_linears((attention.q_proj, attention.k_proj, attention.v_proj))
 
 
 def test_a_forward_hook_on_a_projection_still_fires():
@@ -261,8 +261,8 @@ def test_a_batch_without_label_tokens_has_a_nan_loss_and_zero_gradients_as_pytor
 def test_single_token_steps_are_not_fused(monkeypatch):
     monkeypatch.setattr(layers, "FUSED_PROJECTION_MIN_ROWS", 64)
     asked = []
-    plain = layers._plain_linears
-    monkeypatch.setattr(layers, "_plain_linears", lambda modules: asked.append(1) or plain(modules))
+    plain = layers.plain_linears
+    monkeypatch.setattr(layers, "plain_linears", lambda modules: asked.append(1) or plain(modules))
     model, batch = build("decoder", {})
     with torch.no_grad():
         model(batch["input_ids"][:1, :1])  # one row: three small products, no weight copy

@@ -124,7 +124,7 @@ class ZooMLP(nn.Module):
 FUSED_PROJECTION_MIN_ROWS = 64
 
 
-def _plain_linears(modules) -> bool:
+def plain_linears(modules) -> bool:
     """True when every module is exactly nn.Linear with no hooks: then calling F.linear on its weight is the same as
     calling the module."""
     if nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks:
@@ -186,7 +186,7 @@ class ZooAttention(nn.Module):
         """
         # Concatenating the weights costs a copy of them per call, which a product over a handful of rows (decoding
         # one token at a time) does not win back: there the projections run one by one.
-        if states.numel() < FUSED_PROJECTION_MIN_ROWS * states.shape[-1] or not _plain_linears(projections):
+        if states.numel() < FUSED_PROJECTION_MIN_ROWS * states.shape[-1] or not plain_linears(projections):
             return [self._project(proj, states) for proj in projections]
         weight = torch.cat([proj.weight for proj in projections])
         bias = torch.cat([proj.bias for proj in projections]) if projections[0].bias is not None else None
@@ -202,10 +202,22 @@ class ZooAttention(nn.Module):
         position_bias: torch.Tensor | None = None,
         key_value_states: torch.Tensor | None = None,
         cache: Cache | None = None,
+        query_positions: int | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """query_positions: self-attention for the first `query_positions` positions only, over keys and values
+        from every position (what the last layer of a [CLS]-pooled encoder needs; `ZooStackMixin.run_stack`). The
+        mask, rotary angles and position bias given are those of the full sequence and are cut to those rows."""
+        query_states = hidden_states
+        if query_positions is not None:
+            query_states = hidden_states[:, :query_positions]
+            attention_mask = attention_mask[:, :, :query_positions] if attention_mask is not None else None
+            position_bias = position_bias[:, :, :query_positions] if position_bias is not None else None
         if self.is_cross_attention:
             query = self._project(self.q_proj, hidden_states)
+        elif query_positions is not None:
+            query = self._project(self.q_proj, query_states)
+            key, value = self._project_together((self.k_proj, self.v_proj), hidden_states)
         else:
             query, key, value = self._project_together((self.q_proj, self.k_proj, self.v_proj), hidden_states)
 
@@ -222,7 +234,8 @@ class ZooAttention(nn.Module):
                 key, value = self._project_together((self.k_proj, self.v_proj), key_value_states)
             if position_embeddings is not None:
                 cos, sin = position_embeddings
-                query, key = apply_rotary(query, cos, sin), apply_rotary(key, cos, sin)
+                rows = query.shape[2]
+                query, key = apply_rotary(query, cos[..., :rows, :], sin[..., :rows, :]), apply_rotary(key, cos, sin)
             if layer_cache is not None:
                 key, value = layer_cache.update(key, value, self.layer_idx)
                 if self.is_cross_attention and isinstance(cache, EncoderDecoderCache):
@@ -232,7 +245,7 @@ class ZooAttention(nn.Module):
             # The config refuses score-bias position schemes for the variants, so position_bias is None here.
             attention_function = self.attention_variant
         elif (self.training and self.config._attn_implementation == "sdpa"
-              and (self.is_cross_attention or query.shape[2] == key.shape[2])
+              and (self.is_cross_attention or query_positions is not None or query.shape[2] == key.shape[2])
               and self.config.dropout_sampler == "pcg64"
               and pcg64_applies(query, self.attention_dropout, query.shape[:3].numel() * key.shape[2])):
             attention_function = sdpa_math_attention
@@ -252,7 +265,7 @@ class ZooAttention(nn.Module):
             scaling=self.scaling,
             **kwargs,
         )
-        output = output.reshape(*hidden_states.shape[:-1], -1).contiguous()
+        output = output.reshape(*query_states.shape[:-1], -1).contiguous()
         return self.o_proj(output), weights
 
 
@@ -273,10 +286,13 @@ class ZooBlock(GradientCheckpointingLayer):
         self.mlp_norm = build_norm(config)
         self.dropout = ZooDropout(config.hidden_dropout, config.dropout_sampler)
 
-    def _residual(self, hidden_states: torch.Tensor, norm: nn.Module, sublayer: Callable) -> torch.Tensor:
+    def _residual(self, hidden_states: torch.Tensor, norm: nn.Module, sublayer: Callable,
+                  query_positions: int | None = None) -> torch.Tensor:
+        """query_positions: the sublayer returns only the first positions, and so does the residual."""
+        kept = hidden_states if query_positions is None else hidden_states[:, :query_positions]
         if self.pre_norm:
-            return hidden_states + self.dropout(sublayer(norm(hidden_states)))
-        return norm(hidden_states + self.dropout(sublayer(hidden_states)))
+            return kept + self.dropout(sublayer(norm(hidden_states)))
+        return norm(kept + self.dropout(sublayer(hidden_states)))
 
     def forward(
         self,
@@ -287,12 +303,19 @@ class ZooBlock(GradientCheckpointingLayer):
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
         cache: Cache | None = None,
+        query_positions: int | None = None,
         **kwargs,
     ) -> torch.Tensor:
+        """query_positions: compute the layer's output for the first `query_positions` positions only (their
+        attention still reads every position); see `ZooStackMixin.run_stack`'s `leading_positions`."""
         hidden_states = self._residual(
             hidden_states,
             self.self_attn_norm,
-            lambda x: self.self_attn(x, attention_mask, position_embeddings, position_bias, cache=cache, **kwargs)[0],
+            lambda x: self.self_attn(
+                x, attention_mask, position_embeddings, position_bias, cache=cache, query_positions=query_positions,
+                **kwargs,
+            )[0],
+            query_positions,
         )
         # Without encoder states the decoder runs on its own (a language model over the target side), skipping
         # cross-attention as BART's and Marian's decoders do.
@@ -429,8 +452,19 @@ class ZooStackMixin:
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
         extra_embeddings: torch.Tensor | None = None,
+        leading_positions: int | None = None,
         **kwargs,
     ) -> torch.Tensor:
+        """The stack's final hidden states, [batch, positions, hidden].
+
+        leading_positions: the caller reads only the first `leading_positions` positions of the result (a [CLS]-
+        pooled head: the class and distillation tokens). The last layer then computes just those rows: its queries,
+        attention output, residuals and feed-forward (keys and values still come from every position), which is
+        most of a layer's work, and the result has that many positions. It is the same arithmetic for the rows kept
+        (tests/test_optimised_paths.py). Where the layer's input is read by something else (forward hooks on the
+        last layer), or its kernel is not one that takes a rectangular mask (flash, flex, the attention variants),
+        every position is computed and the first ones are returned.
+        """
         self.check_attention_implementation()
         reject_unknown_kwargs(self, kwargs)
         self_cache = cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
@@ -502,7 +536,17 @@ class ZooStackMixin:
             # position_bias[batch_idx, head, q, kv], so a batch-1 bias crashed flex for any batch > 1.
             bias = bias.to(hidden_states.dtype).expand(hidden_states.shape[0], -1, -1, -1)
 
-        for layer in self.layers:
+        query_positions = None
+        if leading_positions is not None:
+            if isinstance(leading_positions, bool) or not isinstance(leading_positions, int) or leading_positions < 1:
+                raise ValueError(f"leading_positions must be a positive int (the positions the caller reads), got "
+                                 f"{leading_positions!r}.")
+            if leading_positions < hidden_states.shape[1]:
+                if self._last_layer_takes_leading_rows(mask, cache, encoder_hidden_states):
+                    query_positions = leading_positions
+        for index, layer in enumerate(self.layers):
+            if query_positions is not None and index == len(self.layers) - 1:
+                kwargs["query_positions"] = query_positions
             # Tensors that may require grad (encoder_hidden_states; the learned relative position bias) go
             # positionally, as BART does: reentrant checkpointing (use_reentrant=True) only treats positional
             # arguments as checkpoint inputs, and a keyword tensor made the recompute backpropagate into the
@@ -517,9 +561,23 @@ class ZooStackMixin:
                 cache=cache,
                 **kwargs,
             )
+        if leading_positions is not None:
+            hidden_states = hidden_states[:, :leading_positions]
         if self.norm is not None:
             hidden_states = self.norm(hidden_states)
         return hidden_states
+
+    def _last_layer_takes_leading_rows(self, mask, cache, encoder_hidden_states) -> bool:
+        """Whether the last layer can compute only the leading rows (see run_stack)."""
+        last = self.layers[-1]
+        if (self.is_causal or cache is not None or encoder_hidden_states is not None
+                or (self.config._attn_implementation or "eager") not in ("eager", "sdpa")
+                or last.self_attn.attention_variant is not None
+                or (mask is not None and not (torch.is_tensor(mask) and mask.ndim == 4))):
+            return False
+        # An observer of the last layer (an analysis hook, a profiler's module hook) expects every position.
+        return not (nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks or any(
+            module._forward_hooks or module._forward_pre_hooks for module in last.modules()))
 
 
 # ================================================================================================ base model
@@ -572,6 +630,17 @@ class ZooPreTrainedModel(PreTrainedModel):
             raise OSError(
                 f"The weights in {folder} are damaged ({error}): the safetensors file is truncated or corrupt, e.g. "
                 "from an interrupted copy or download. Copy or download it again, or re-save the model.") from None
+
+
+def leading_positions_read(config, kwargs: dict, positions: int) -> int | None:
+    """`positions` for `run_stack(leading_positions=...)` when a pooled head's caller gets back only what the head
+    reads from them; None when every position's states are returned (output_hidden_states or output_attentions
+    asked for, by argument or by config)."""
+    for name in ("output_hidden_states", "output_attentions"):
+        asked = kwargs.get(name)
+        if asked if asked is not None else getattr(config, name, False):
+            return None
+    return positions
 
 
 class ZooPooler(nn.Module):

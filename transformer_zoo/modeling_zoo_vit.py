@@ -22,6 +22,7 @@ from .modeling_zoo_layers import (
     ZooBlock,
     ZooPreTrainedModel,
     ZooStackMixin,
+    leading_positions_read,
 )
 from .modeling_zoo_losses import share_of_accumulated_batch
 
@@ -156,8 +157,15 @@ class ZooViTModel(ZooStackMixin, ZooViTPreTrainedModel):
 
     @capture_outputs(tie_last_hidden_states=False)
     def forward(
-        self, pixel_values: torch.Tensor | None = None, interpolate_pos_encoding: bool = False, **kwargs
+        self, pixel_values: torch.Tensor | None = None, interpolate_pos_encoding: bool = False,
+        leading_positions: int | None = None, **kwargs
     ) -> BaseModelOutputWithPooling:
+        """leading_positions: compute the last layer for the first positions only (the class and distillation
+        tokens), for a caller that reads only those; last_hidden_state then has that many positions (`run_stack`).
+        Mean pooling reads every patch and refuses it."""
+        if leading_positions is not None and self.config.pooling != "cls":
+            raise ValueError(f"leading_positions={leading_positions} cannot be used with pooling="
+                             f"{self.config.pooling!r}, which averages every patch; leave it None.")
         if pixel_values is None:
             raise ValueError("pixel_values is required.")
         if not pixel_values.is_floating_point():
@@ -184,7 +192,7 @@ class ZooViTModel(ZooStackMixin, ZooViTPreTrainedModel):
                 table = self.interpolated_positions(table, height, width)
             hidden_states = hidden_states + table.to(hidden_states.dtype)
 
-        hidden_states = self.run_stack(hidden_states, **kwargs)
+        hidden_states = self.run_stack(hidden_states, leading_positions=leading_positions, **kwargs)
         if self.config.pooling == "cls":
             pooled = hidden_states[:, 0]
         else:
@@ -222,7 +230,13 @@ class ZooViTForImageClassification(ZooViTPreTrainedModel):
         interpolate_pos_encoding: bool = False,
         **kwargs,
     ) -> ZooImageClassifierOutput:
-        outputs = self.vit(pixel_values, interpolate_pos_encoding=interpolate_pos_encoding, **kwargs)
+        # A [CLS]-pooled head reads the class (and distillation) tokens only: the last layer computes those rows
+        # alone (run_stack).
+        leading = None
+        if self.config.pooling == "cls":
+            leading = leading_positions_read(self.config, kwargs, self.config.num_prefix_tokens)
+        outputs = self.vit(pixel_values, interpolate_pos_encoding=interpolate_pos_encoding,
+                           leading_positions=leading, **kwargs)
         logits = self.classifier(outputs.pooler_output)
         distillation_logits = None
         if self.distillation_classifier is not None:
