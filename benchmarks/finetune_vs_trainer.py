@@ -103,9 +103,11 @@ def plot(summary: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    phases = [("startup_s", "start-up"), ("end_of_run_s", "end of run"), ("wall_s", "whole run")]
+    phases = [("startup_s", "start-up"), ("between_steps_s", "between steps"), ("end_of_run_s", "end of run"),
+              ("wall_s", "whole run")]
     arms = list(summary)
-    fig, axes = plt.subplots(1, len(phases) + 1, figsize=(14, 3.6))
+    phases = [phase for phase in phases if all(phase[0] in summary[arm] for arm in arms)]
+    fig, axes = plt.subplots(1, len(phases) + 1, figsize=(3.5 * (len(phases) + 1), 3.6))
     for axis, (key, label) in zip(axes, phases + [("steady_step_s", "steady step")]):
         medians = [summary[a][key]["median"] for a in arms]
         errors = [[m - summary[a][key]["min"] for a, m in zip(arms, medians)],
@@ -129,7 +131,11 @@ def main(argv=None):
     parser.add_argument("--output", type=Path, default=None, help="JSON results (a PNG is written beside it)")
     parser.add_argument("--launcher-only", action="store_true",
                         help="only time `accelerate launch` of an empty script (3 runs), added to an existing --output")
+    parser.add_argument("--plot-only", action="store_true", help="only redraw the PNG of an existing --output")
     args = parser.parse_args(argv)
+    if args.plot_only:
+        plot(json.loads(args.output.read_text())["summary"], args.output.with_suffix(".png"))
+        return
     if args.launcher_only:
         record = json.loads(args.output.read_text())
         record["accelerate_launch_empty_script_s"] = launcher_overhead()
