@@ -244,6 +244,8 @@ def parse_args(argv=None):
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs per side first (default: %(default)s)")
     parser.add_argument("--compile", action="store_true", help="also time both sides under torch.compile (sdpa only)")
     parser.add_argument("--memory", action="store_true", help="also measure peak memory of a step per side (fresh processes)")
+    parser.add_argument("--no-train", action="store_true",
+                        help="time only generation / inference, not the training step (no compiled rows)")
     parser.add_argument("--table", type=Path, default=None, help="print the Markdown table of an existing results file")
     parser.add_argument("--memory-only", action="store_true",
                         help="only measure memory (sdpa), adding it to the rows of an existing --output file")
@@ -272,7 +274,8 @@ def main(argv=None):
         return
     load_before = os.getloadavg()
     rows = []
-    variants = [(attn, False) for attn in args.attn.split(",")] + ([("sdpa", True)] if args.compile else [])
+    variants = [(attn, False) for attn in args.attn.split(",")]
+    variants += [("sdpa", True)] if args.compile and not args.no_train else []
     for family in args.families.split(","):
         for attn, compiled in variants:
             torch.manual_seed(0)
@@ -286,8 +289,9 @@ def main(argv=None):
                 # that would throw away the first side's compiled code.
                 torch._dynamo.reset()
             zoo_step, peer_step = (torch.compile(zoo), torch.compile(peer)) if compiled else (zoo, peer)
-            row["train"] = compare({"zoo": training_step(zoo_step, batch), "peer": training_step(peer_step, batch)},
-                                   args.rounds, args.steps, args.warmup + (2 if compiled else 0))
+            if not args.no_train:
+                row["train"] = compare({"zoo": training_step(zoo_step, batch), "peer": training_step(peer_step, batch)},
+                                       args.rounds, args.steps, args.warmup + (2 if compiled else 0))
             zoo.eval(), peer.eval()
             if family in GENERATES and not compiled:
                 runs = {"zoo": generation_run(zoo, batch, args.new_tokens), "peer": generation_run(peer, batch, args.new_tokens)}
@@ -345,13 +349,13 @@ def format_table(rows, args, threads: int) -> str:
     ]
     for row in rows:
         kind = "generate" if "generate" in row else "infer" if "infer" in row else None
-        t = row["train"]
+        t = row.get("train")
+        first = f"{t['zoo_s'] * 1e3:.0f} / {t['peer_s'] * 1e3:.0f} | {t['speedup']:.2f}" if t else "— | —"
         second = (f"{row[kind]['zoo_s'] * 1e3:.0f} / {row[kind]['peer_s'] * 1e3:.0f} ({kind}) | "
                   f"{row[kind]['speedup']:.2f}") if kind else "— | —"
         memory = f"{row['memory']['zoo_step_mib']:.0f} / {row['memory']['peer_step_mib']:.0f}" if "memory" in row else "—"
         attention = row["attn"] + (" + compile" if row["compile"] else "")
-        lines.append(f"| {PEERS[row['family']]} | {attention} | {t['zoo_s'] * 1e3:.0f} / {t['peer_s'] * 1e3:.0f} | "
-                     f"{t['speedup']:.2f} | {second} | {memory} |")
+        lines.append(f"| {PEERS[row['family']]} | {attention} | {first} | {second} | {memory} |")
     return "\n".join(lines)
 
 

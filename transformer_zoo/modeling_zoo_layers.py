@@ -21,6 +21,7 @@ This file is copied into saved checkpoints for `trust_remote_code`: it imports s
 """
 
 import functools
+import inspect
 import json
 import os
 import warnings
@@ -234,8 +235,10 @@ class ZooAttention(nn.Module):
                 key, value = self._project_together((self.k_proj, self.v_proj), key_value_states)
             if position_embeddings is not None:
                 cos, sin = position_embeddings
-                rows = query.shape[2]
-                query, key = apply_rotary(query, cos[..., :rows, :], sin[..., :rows, :]), apply_rotary(key, cos, sin)
+                query_cos, query_sin = cos, sin
+                if query_positions is not None:
+                    query_cos, query_sin = cos[..., :query_positions, :], sin[..., :query_positions, :]
+                query, key = apply_rotary(query, query_cos, query_sin), apply_rotary(key, cos, sin)
             if layer_cache is not None:
                 key, value = layer_cache.update(key, value, self.layer_idx)
                 if self.is_cross_attention and isinstance(cache, EncoderDecoderCache):
@@ -291,8 +294,13 @@ class ZooBlock(GradientCheckpointingLayer):
         """query_positions: the sublayer returns only the first positions, and so does the residual."""
         kept = hidden_states if query_positions is None else hidden_states[:, :query_positions]
         if self.pre_norm:
-            return kept + self.dropout(sublayer(norm(hidden_states)))
-        return norm(kept + self.dropout(sublayer(hidden_states)))
+            return kept + self.apply_dropout(sublayer(norm(hidden_states)))
+        return norm(kept + self.apply_dropout(sublayer(hidden_states)))
+
+    def apply_dropout(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        # Not called in eval mode, where dropout is the identity: a module call costs microseconds of Python, and
+        # decoding one token runs three per layer (transformers' layers call F.dropout with training=False instead).
+        return self.dropout(hidden_states) if self.training else hidden_states
 
     def forward(
         self,
@@ -489,7 +497,8 @@ class ZooStackMixin:
                 hidden_states = hidden_states + extra.to(hidden_states.dtype)
         if self.embed_norm is not None:
             hidden_states = self.embed_norm(hidden_states)
-        hidden_states = self.embed_dropout(hidden_states)
+        if self.training:  # identity in eval mode (see ZooBlock.apply_dropout)
+            hidden_states = self.embed_dropout(hidden_states)
 
         if uses_variant_mask(self.config):
             # Efficient attention variants read the 2-D padding mask (or a flex BlockMask), never an n x n one.
@@ -597,6 +606,16 @@ class ZooPreTrainedModel(PreTrainedModel):
     # Every class of a family, so that a saved folder loads with any Auto class under trust_remote_code
     # (transformers' save_pretrained only writes the entry of the class being saved).
     AUTO_MAP: dict[str, str] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # transformers' generate calls inspect.signature(self.forward) at every decoding step for a class registered
+        # for an auto class (prepare_inputs_for_generation's remote-code branch), which rebuilds the signature from
+        # the (decorated) function each time: about fifty Python calls per token. inspect returns a function's
+        # __signature__ first, so it is computed once here; it is the same signature inspect would build.
+        forward = cls.__dict__.get("forward")
+        if callable(forward) and "__signature__" not in getattr(forward, "__dict__", {}):
+            forward.__signature__ = inspect.signature(forward)
 
     def _init_weights(self, module):
         super()._init_weights(module)
