@@ -21,14 +21,8 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_decoder import ZooDecoderConfig
 from .modeling_zoo_checks import check_classification_labels, check_labels
-from .modeling_zoo_layers import (
-    ZooAttention,
-    ZooBlock,
-    ZooPreTrainedModel,
-    ZooStackMixin,
-    accepts_past_key_values,
-    build_token_embedding,
-)
+from .modeling_zoo_layers import ZooAttention, ZooBlock, ZooPreTrainedModel
+from .modeling_zoo_stack import ZooStackMixin, accepts_past_key_values, build_token_embedding
 from .modeling_zoo_losses import chunked_causal_lm_loss, share_of_accumulated_batch, token_cross_entropy
 
 

@@ -23,14 +23,12 @@ from .modeling_zoo_layers import (
     ZooBlock,
     ZooPooler,
     ZooPreTrainedModel,
-    ZooStackMixin,
-    plain_linears,
     build_norm,
-    build_token_embedding,
     classifier_dropout,
     get_activation,
-    leading_positions_read,
+    plain_linears,
 )
+from .modeling_zoo_stack import ZooStackMixin, build_token_embedding, leading_positions_read
 from .modeling_zoo_losses import share_of_accumulated_batch, token_cross_entropy
 
 
@@ -170,7 +168,6 @@ class ZooEncoderForMaskedLM(ZooEncoderPreTrainedModel):
         return MaskedLMOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
-
 
     def _loss_over_labelled_rows(self, transformed, logits, labels, labelled) -> torch.Tensor:
         """The masked-LM loss (labels -100 except at masked positions; no shift, unlike causal LM), the same value

@@ -20,14 +20,8 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_seq2seq import ZooSeq2SeqConfig
 from .modeling_zoo_checks import check_labels
-from .modeling_zoo_layers import (
-    ZooAttention,
-    ZooBlock,
-    ZooPreTrainedModel,
-    ZooStackMixin,
-    accepts_past_key_values,
-    build_token_embedding,
-)
+from .modeling_zoo_layers import ZooAttention, ZooBlock, ZooPreTrainedModel
+from .modeling_zoo_stack import ZooStackMixin, accepts_past_key_values, build_token_embedding
 from .modeling_zoo_losses import share_of_accumulated_batch, token_cross_entropy
 
 

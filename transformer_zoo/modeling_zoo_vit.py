@@ -17,13 +17,8 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_vit import ZooViTConfig
 from .modeling_zoo_checks import check_classification_labels
-from .modeling_zoo_layers import (
-    ZooAttention,
-    ZooBlock,
-    ZooPreTrainedModel,
-    ZooStackMixin,
-    leading_positions_read,
-)
+from .modeling_zoo_layers import ZooAttention, ZooBlock, ZooPreTrainedModel
+from .modeling_zoo_stack import ZooStackMixin, leading_positions_read
 from .modeling_zoo_losses import share_of_accumulated_batch
 
 
