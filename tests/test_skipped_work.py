@@ -13,6 +13,8 @@ import pytest
 import torch
 from peft import LoraConfig, get_peft_model
 
+import transformer_zoo.modeling_zoo_attention_kernels as attention_kernels
+import transformer_zoo.modeling_zoo_dropout as dropout_module
 import transformer_zoo.modeling_zoo_layers as layers
 from transformer_zoo import (
     ZooEncoderConfig,
@@ -279,3 +281,31 @@ def test_masked_lm_with_gradient_accumulation_counts_the_same_items():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ZooEncoderForMaskedLM, "_loss_over_labelled_rows", every_row_loss)
         torch.testing.assert_close(kept, model(**batch, num_items_in_batch=items).loss, **TOLERANCE)
+
+
+@pytest.mark.parametrize("sampler", ["pcg64", "torch"])
+@pytest.mark.parametrize("family", ["encoder", "vit"])
+def test_the_leading_rows_train_with_dropout(family, sampler, monkeypatch):
+    """With dropout on, the two paths draw different masks, so only the kernels' acceptance of the cut rows is
+    checked: sdpa training with attention dropout routes the kept rows through the zoo's math path (pcg64) or
+    PyTorch's SDPA (torch), and every parameter the full path trains gets a finite gradient."""
+    monkeypatch.setattr(dropout_module, "PCG64_MIN_ELEMENTS", 0)  # the tiny test tensors take the PCG64 path too
+    kernels = []
+    original = attention_kernels.sdpa_math_attention
+
+    def recording(module, query, *args, **kwargs):
+        kernels.append(query.shape[2])
+        return original(module, query, *args, **kwargs)
+
+    monkeypatch.setattr(layers, "sdpa_math_attention", recording)
+    model, batch = classifier(family, "sdpa", attention_dropout=0.5, dropout_sampler=sampler)
+    model.train()
+    _, loss, grads = outputs_and_gradients(model, batch, full=False)
+    _, _, full_grads = outputs_and_gradients(model, batch, full=True)
+    assert torch.isfinite(loss) and grads.keys() == full_grads.keys()
+    assert all(torch.isfinite(grad).all() for grad in grads.values())
+    leading = model.config.num_prefix_tokens if family == "vit" else 1
+    # pcg64: the zoo's math path ran every layer, the last one on the kept rows only (first forward).
+    layers_count = model.config.num_hidden_layers
+    expected = [kernels[0]] * (layers_count - 1) + [leading] if sampler == "pcg64" else []
+    assert kernels[:layers_count] == expected, kernels
