@@ -225,7 +225,7 @@ class ZooAttention(nn.Module):
             if self.is_cross_attention:
                 key, value = self._project_together((self.k_proj, self.v_proj), key_value_states)
             if position_embeddings is not None:
-                cos, sin = position_embeddings
+                cos, sin = (angles.unsqueeze(1) for angles in position_embeddings)  # broadcast over heads, once
                 query_cos, query_sin = cos, sin
                 if query_positions is not None:
                     query_cos, query_sin = cos[..., :query_positions, :], sin[..., :query_positions, :]

@@ -126,13 +126,16 @@ class RotaryPositions(PositionScheme):
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    first, second = x.chunk(2, dim=-1)
-    return torch.cat((-second, first), dim=-1)
+    # Two slices, not chunk(): chunk dispatches a split and two narrows, which a generated token pays per layer twice.
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
 def apply_rotary(states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate [batch, heads, seq, head_dim] states by angles given as [batch, seq, head_dim]."""
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    """Rotate [batch, heads, seq, head_dim] states by angles given as [batch, seq, head_dim] (or already broadcast
+    over heads, [batch, 1, seq, head_dim]: attention unsqueezes them once for the queries and the keys)."""
+    if cos.ndim == 3:
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
     return states * cos + rotate_half(states) * sin
 
 
