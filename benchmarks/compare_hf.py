@@ -7,7 +7,8 @@ with random weights and converted to the zoo (`transformer_zoo.convert.convert_m
 weights; the script checks that their logits agree before timing anything. Then, per attention implementation:
 
 * train: one optimisation step (forward, backward, fused AdamW step, zero_grad) on a fixed batch, dropout on;
-* generate: KV-cached greedy generation of --new-tokens tokens (decoders, encoder-decoders);
+* generate: KV-cached greedy generation of --new-tokens tokens (decoders, encoder-decoders), the zoo timed twice: as
+  it generates by default and with config.decoding_head_copy=False (a row-major output projection, as the peers);
 * infer: a forward pass without gradients (BERT, ViT).
 
 Timing: --rounds rounds; in each, each side runs --steps times and keeps its best (the least disturbed), and the
@@ -134,10 +135,13 @@ def training_step(model, batch):
     return step
 
 
-def generation_run(model, batch, new_tokens: int):
+def generation_run(model, batch, new_tokens: int, head_copy: bool | None = None):
+    """head_copy: set the zoo's config.decoding_head_copy for this run (None: leave the model as it is)."""
     prompt = batch["input_ids"][:1, :16]
 
     def run():
+        if head_copy is not None:
+            model.config.decoding_head_copy = head_copy
         with torch.no_grad():
             model.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
                            num_beams=1, use_cache=True, pad_token_id=model.config.pad_token_id or 0)
@@ -181,7 +185,11 @@ def compare(runs: dict, rounds: int, steps: int, warmup: int) -> dict:
             fn()
     times = alternating_rounds(runs, rounds, steps)
     zoo, peer = statistics.median(times["zoo"]), statistics.median(times["peer"])
-    return {"zoo_s": zoo, "peer_s": peer, "speedup": peer / zoo, "rounds": times}
+    result = {"zoo_s": zoo, "peer_s": peer, "speedup": peer / zoo, "rounds": times}
+    for name in set(runs) - {"zoo", "peer"}:  # further zoo variants, against the same peer
+        result[f"{name}_s"] = statistics.median(times[name])
+        result[f"{name}_speedup"] = peer / result[f"{name}_s"]
+    return result
 
 
 MEMORY_PROBE = r"""
@@ -294,7 +302,11 @@ def main(argv=None):
                                        args.rounds, args.steps, args.warmup + (2 if compiled else 0))
             zoo.eval(), peer.eval()
             if family in GENERATES and not compiled:
-                runs = {"zoo": generation_run(zoo, batch, args.new_tokens), "peer": generation_run(peer, batch, args.new_tokens)}
+                # zoo_row_major: the zoo without its column-major decoding copy of the output projection
+                # (modeling_zoo_generation.py), to show what that copy is worth.
+                runs = {"zoo": generation_run(zoo, batch, args.new_tokens, head_copy=True),
+                        "peer": generation_run(peer, batch, args.new_tokens),
+                        "zoo_row_major": generation_run(zoo, batch, args.new_tokens, head_copy=False)}
                 row["generate"] = compare(runs, args.rounds, args.steps, args.warmup)
             elif family in ("bert", "bert+sparse", "vit") and not compiled:
                 row["infer"] = compare({"zoo": inference_run(zoo, batch), "peer": inference_run(peer, batch)},
@@ -328,6 +340,9 @@ def format_row(row) -> str:
             r = row[kind]
             parts.append(f"{kind}: zoo {r['zoo_s'] * 1e3:.0f} ms, peer {r['peer_s'] * 1e3:.0f} ms, "
                          f"speed-up {r['speedup']:.2f}")
+            if "zoo_row_major_s" in r:
+                parts.append(f"zoo with a row-major head {r['zoo_row_major_s'] * 1e3:.0f} ms, speed-up "
+                             f"{r['zoo_row_major_speedup']:.2f}")
     if "memory" in row:
         m = row["memory"]
         parts.append(f"step memory zoo {m['zoo_step_mib']:.0f} MiB, peer {m['peer_step_mib']:.0f} MiB")
@@ -356,6 +371,15 @@ def format_table(rows, args, threads: int) -> str:
         memory = f"{row['memory']['zoo_step_mib']:.0f} / {row['memory']['peer_step_mib']:.0f}" if "memory" in row else "—"
         attention = row["attn"] + (" + compile" if row["compile"] else "")
         lines.append(f"| {PEERS[row['family']]} | {attention} | {first} | {second} | {memory} |")
+    generation = [row for row in rows if "zoo_row_major_s" in row.get("generate", {})]
+    if generation:
+        lines += ["", "| peer | attention | generate: zoo / zoo with row-major head / peer (ms) | speed-up | "
+                  "speed-up with row-major head |", "|---|---|---|---|---|"]
+        for row in generation:
+            g = row["generate"]
+            lines.append(f"| {PEERS[row['family']]} | {row['attn']} | {g['zoo_s'] * 1e3:.0f} / "
+                         f"{g['zoo_row_major_s'] * 1e3:.0f} / {g['peer_s'] * 1e3:.0f} | {g['speedup']:.2f} | "
+                         f"{g['zoo_row_major_speedup']:.2f} |")
     return "\n".join(lines)
 
 

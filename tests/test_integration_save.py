@@ -92,6 +92,8 @@ def test_save_load_round_trip_is_bit_exact(saved, name):
                   "modeling_zoo_layers.py", "modeling_zoo_positions.py", "modeling_zoo_checks.py",
                   "modeling_zoo_losses.py", "modeling_zoo_attention_kernels.py", "modeling_zoo_dropout.py",
                   "modeling_zoo_stack.py"}
+    if family in ("decoder", "seq2seq"):
+        code_files.add("modeling_zoo_generation.py")
     assert {"config.json", "model.safetensors"} | code_files <= files, files
     assert not [f for f in files if f.endswith((".bin", ".pt", ".pth", ".ckpt"))], files
     assert [f for f in files if "safetensors" in f] == ["model.safetensors"], files

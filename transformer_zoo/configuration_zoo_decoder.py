@@ -27,6 +27,9 @@ class ZooDecoderConfig(ZooTextConfig):
             materialising the (tokens x vocabulary) logits, and `logits` is None in that output. Same loss and
             gradients; a memory lever for long sequences and large vocabularies, slower on CPU (README "Speed").
             None (default): the logits are computed and returned.
+        decoding_head_copy: while `generate` decodes on CPU in float32, multiply by a column-major copy of the
+            output projection (the same product, several times faster there; one extra copy of that weight in memory
+            during the call, none after). False: always the row-major `lm_head` (modeling_zoo_generation.py).
     """
 
     model_type = "zoo_decoder"
@@ -58,6 +61,7 @@ class ZooDecoderConfig(ZooTextConfig):
     bos_token_id: int | None = 50256
     eos_token_id: int | list[int] | None = 50256
     loss_chunk_size: int | None = None
+    decoding_head_copy: bool = True
 
     def validate_decoder(self):
         if self.num_hidden_layers < 1:

@@ -25,6 +25,9 @@ class ZooSeq2SeqConfig(ZooTextConfig):
     All six are resolved at construction and saved, so a reloaded config builds the same model. Key/value heads:
     with num_key_value_heads == num_attention_heads (the default) every stack uses as many key/value heads as query
     heads; otherwise num_key_value_heads applies to both stacks and must divide each stack's head count.
+    decoding_head_copy: while `generate` decodes on CPU in float32, multiply by a column-major copy of the output
+    projection (the same product, several times faster there; one extra copy of that weight in memory during the
+    call, none after). False: always the row-major `lm_head` (modeling_zoo_generation.py).
     """
 
     model_type = "zoo_seq2seq"
@@ -66,6 +69,7 @@ class ZooSeq2SeqConfig(ZooTextConfig):
     decoder_head_dim: int | None = None
     encoder_ffn_dim: int | None = None
     decoder_ffn_dim: int | None = None
+    decoding_head_copy: bool = True
 
     def __post_init__(self, **kwargs):
         head_dim_given = self.head_dim is not None

@@ -8,7 +8,6 @@ DynamicCache, create_causal_mask).
 import torch
 from torch import nn
 from transformers.cache_utils import Cache, DynamicCache
-from transformers.generation import GenerationMixin
 from transformers.modeling_outputs import (
     BaseModelOutputWithPast,
     CausalLMOutputWithPast,
@@ -21,6 +20,7 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_decoder import ZooDecoderConfig
 from .modeling_zoo_checks import check_classification_labels, check_labels
+from .modeling_zoo_generation import ZooGenerationMixin
 from .modeling_zoo_layers import ZooAttention, ZooBlock, ZooPreTrainedModel
 from .modeling_zoo_stack import ZooStackMixin, accepts_past_key_values, build_token_embedding
 from .modeling_zoo_losses import chunked_causal_lm_loss, share_of_accumulated_batch, token_cross_entropy
@@ -71,7 +71,7 @@ class ZooDecoderModel(ZooStackMixin, ZooDecoderPreTrainedModel):
         return BaseModelOutputWithPast(last_hidden_state=hidden_states, cache=cache if use_cache else None)
 
 
-class ZooDecoderForCausalLM(ZooDecoderPreTrainedModel, GenerationMixin):
+class ZooDecoderForCausalLM(ZooDecoderPreTrainedModel, ZooGenerationMixin):
     """The decoder with a (by default tied) language-model head: next-token logits and the shifted LM loss."""
 
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
@@ -115,7 +115,7 @@ class ZooDecoderForCausalLM(ZooDecoderPreTrainedModel, GenerationMixin):
             loss = chunked_causal_lm_loss(outputs.last_hidden_state, self.lm_head.weight, labels,
                                           self.config.loss_chunk_size, kwargs.get("num_items_in_batch"))
         else:
-            logits = self.lm_head(slice_logits_to_keep(outputs.last_hidden_state, logits_to_keep))
+            logits = self.vocabulary_logits(slice_logits_to_keep(outputs.last_hidden_state, logits_to_keep))
         if labels is not None and not chunked:
             # transformers' ForCausalLMLoss (labels shifted, -100 ignored, num_items_in_batch), with less work.
             loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch"), shift=True)

@@ -10,7 +10,6 @@ import torch
 from torch import nn
 from transformers import initialization as init
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
-from transformers.generation import GenerationMixin
 from transformers.modeling_outputs import BaseModelOutput, BaseModelOutputWithPastAndCrossAttentions
 from transformers.modeling_outputs import Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.models.bart.modeling_bart import shift_tokens_right
@@ -20,6 +19,7 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_seq2seq import ZooSeq2SeqConfig
 from .modeling_zoo_checks import check_labels
+from .modeling_zoo_generation import ZooGenerationMixin
 from .modeling_zoo_layers import ZooAttention, ZooBlock, ZooPreTrainedModel
 from .modeling_zoo_stack import ZooStackMixin, accepts_past_key_values, build_token_embedding
 from .modeling_zoo_losses import share_of_accumulated_batch, token_cross_entropy
@@ -176,7 +176,7 @@ class ZooSeq2SeqModel(ZooSeq2SeqPreTrainedModel):
         )
 
 
-class ZooSeq2SeqForConditionalGeneration(ZooSeq2SeqPreTrainedModel, GenerationMixin):
+class ZooSeq2SeqForConditionalGeneration(ZooSeq2SeqPreTrainedModel, ZooGenerationMixin):
     """Translation/summarisation head: logits over the shared vocabulary, cross-entropy on aligned labels."""
 
     _tied_weights_keys = {"lm_head.weight": "model.shared.weight"}
@@ -237,7 +237,7 @@ class ZooSeq2SeqForConditionalGeneration(ZooSeq2SeqPreTrainedModel, GenerationMi
         )
         # In place: the matrix product's backward does not need its output, and a second (tokens x vocabulary)
         # buffer for the sum is work transformers' Marian and BART do.
-        logits = self.lm_head(outputs.last_hidden_state).add_(self.final_logits_bias.to(outputs.last_hidden_state.dtype))
+        logits = self.vocabulary_logits(outputs.last_hidden_state).add_(self.final_logits_bias.to(outputs.last_hidden_state.dtype))
         loss = None
         if labels is not None:
             check_labels(labels, shape=logits.shape[:2], num_classes=self.config.vocab_size,
