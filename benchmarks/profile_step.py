@@ -2,6 +2,9 @@
 """Where one training step's time goes, zoo against its transformers peer: torch.profiler over --steps steps of each
 side of a `compare_hf.py` pair (same shapes, weights and batch), the operators sorted by their own CPU time.
 
+--compile profiles both sides under torch.compile (inductor; compiled and warmed up before profiling): the table then
+lists inductor's generated kernels (graph_*_cpp_fused_*) and the library calls it makes (aten::mm, addmm, bmm).
+
 --generate profiles compare_hf's generation instead (64 greedy tokens after a 16-token prompt, batch 1). There the
 arithmetic per token is small and the time goes to Python (generate's loop, the model's forward), so the profile is
 Python's own (cProfile): the functions sorted by their own time, and the operator count per token from
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -34,6 +38,8 @@ def main(argv=None) -> str:
     parser.add_argument("--steps", type=int, default=3, help="profiled steps per side (default: %(default)s)")
     parser.add_argument("--rows", type=int, default=16, help="operators listed per side (default: %(default)s)")
     parser.add_argument("--output", type=Path, default=None, help="also write the tables to this text file")
+    parser.add_argument("--compile", action="store_true",
+                        help="profile the training step with both sides under torch.compile (inductor)")
     parser.add_argument("--generate", action="store_true",
                         help="profile compare_hf's generation (Python-level, cProfile) instead of a training step")
     args = parser.parse_args(argv)
@@ -43,17 +49,24 @@ def main(argv=None) -> str:
     shape = compare_hf_defaults()
     torch.manual_seed(0)
     zoo, peer, batch = compare_hf.build_pair(args.family, shape, args.attn)
-    lines = [f"{args.family} ({args.attn}), compare_hf.py shapes, {torch.get_num_threads()} threads, torch "
-             f"{torch.__version__}, load average {os.getloadavg()[0]:.2f}; {args.steps} steps per side"]
+    lines = [f"{args.family} ({args.attn}{', compiled' if args.compile else ''}), compare_hf.py shapes, "
+             f"{torch.get_num_threads()} threads, torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}; "
+             f"{args.steps} steps per side"]
+    if args.compile:
+        torch._dynamo.reset()  # once, before both sides: a reset between them would discard the first one's code
     for name, model in (("zoo", zoo), ("peer", peer)):
         model.train()
-        step = compare_hf.training_step(model, batch)
-        for _ in range(2):  # the optimiser state and allocator warm-up are not profiled
+        step = compare_hf.training_step(torch.compile(model) if args.compile else model, batch)
+        for _ in range(4 if args.compile else 2):  # compilation, the optimiser state and allocator warm-up
             step()
+        start = time.perf_counter()
+        for _ in range(args.steps):
+            step()
+        unprofiled = (time.perf_counter() - start) / args.steps
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for _ in range(args.steps):
                 step()
-        lines += [f"===== {name}", prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows,
+        lines += [f"===== {name}: {unprofiled * 1000:.0f} ms per step unprofiled", prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows,
                                                              max_name_column_width=44)]
     return report(lines, args.output)
 
@@ -71,7 +84,6 @@ def profile_generation(args) -> str:
     import cProfile
     import io
     import pstats
-    import time
 
     shape = compare_hf_defaults()
     torch.manual_seed(0)
