@@ -14,7 +14,8 @@ weights; the script checks that their logits agree before timing anything. Then,
 Timing: --rounds rounds; in each, each side runs --steps times and keeps its best (the least disturbed), and the
 sides alternate which goes first from round to round, so drifts in machine load hit both alike. Reported: the median
 over rounds of those best times, and the speed-up = peer time / zoo time (above 1: the zoo is faster; the target is
-1.1 for training, 1.0 for generation). --compile adds rows with both sides under torch.compile. --memory measures each
+1.1 for training, 1.0 for generation). --compile adds rows with both sides under torch.compile (--compile-target:
+the model, or the function batch -> loss as the recipes compile it). --memory measures each
 side's peak resident memory over a training step in a fresh process. Extra rows: "bert+sparse" is the zoo encoder
 with sparse_prediction (masked-LM logits at the masked positions only, as the pretraining recipe trains), and
 "nanogpt" the zoo decoder (exact GELU) against a nanoGPT-style GPT (benchmarks/nanogpt_reference.py).
@@ -124,11 +125,17 @@ def loss_of(model, batch):
     return out[0] if isinstance(out, tuple) else out.loss
 
 
-def training_step(model, batch):
+def training_step(model, batch, compile_loss: bool = False):
+    """One optimisation step on `batch`; compile_loss: torch.compile the function batch -> loss (the graph returns
+    the loss only) instead of calling `model` as given."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    def loss(inputs):
+        return loss_of(model, inputs)
+
+    loss = torch.compile(loss) if compile_loss else loss
 
     def step():
-        loss_of(model, batch).backward()
+        loss(batch).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
@@ -251,6 +258,9 @@ def parse_args(argv=None):
     parser.add_argument("--steps", type=int, default=3, help="runs per side per round; the best counts (default: %(default)s)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs per side first (default: %(default)s)")
     parser.add_argument("--compile", action="store_true", help="also time both sides under torch.compile (sdpa only)")
+    parser.add_argument("--compile-target", choices=("model", "loss"), default="model",
+                        help="what --compile compiles: the model (its graph returns logits and loss) or the function "
+                             "batch -> loss, as the recipes do (default: %(default)s)")
     parser.add_argument("--memory", action="store_true", help="also measure peak memory of a step per side (fresh processes)")
     parser.add_argument("--no-train", action="store_true",
                         help="time only generation / inference, not the training step (no compiled rows)")
@@ -296,9 +306,13 @@ def main(argv=None):
                 # after eight families dynamo's recompile limit made it run them eagerly. Never between the sides:
                 # that would throw away the first side's compiled code.
                 torch._dynamo.reset()
-            zoo_step, peer_step = (torch.compile(zoo), torch.compile(peer)) if compiled else (zoo, peer)
+            compile_loss = compiled and args.compile_target == "loss"
+            if compiled:
+                row["compile_target"] = args.compile_target
+            zoo_step, peer_step = (torch.compile(zoo), torch.compile(peer)) if compiled and not compile_loss else (zoo, peer)
             if not args.no_train:
-                row["train"] = compare({"zoo": training_step(zoo_step, batch), "peer": training_step(peer_step, batch)},
+                row["train"] = compare({"zoo": training_step(zoo_step, batch, compile_loss),
+                                        "peer": training_step(peer_step, batch, compile_loss)},
                                        args.rounds, args.steps, args.warmup + (2 if compiled else 0))
             zoo.eval(), peer.eval()
             if family in GENERATES and not compiled:
@@ -333,7 +347,8 @@ def write(args, rows, load_before):
 
 
 def format_row(row) -> str:
-    parts = [f"{row['family']:>11} {row['attn']:>5}{' compiled' if row['compile'] else ''} |logit diff| "
+    compiled = f" compiled ({row.get('compile_target', 'model')})" if row["compile"] else ""
+    parts = [f"{row['family']:>11} {row['attn']:>5}{compiled} |logit diff| "
              f"{row['max_logit_diff']:.1e}"]
     for kind in ("train", "generate", "infer"):
         if kind in row:
@@ -370,6 +385,7 @@ def format_table(rows, args, threads: int) -> str:
                   f"{row[kind]['speedup']:.2f}") if kind else "— | —"
         memory = f"{row['memory']['zoo_step_mib']:.0f} / {row['memory']['peer_step_mib']:.0f}" if "memory" in row else "—"
         attention = row["attn"] + (" + compile" if row["compile"] else "")
+        attention += " (loss)" if row.get("compile_target") == "loss" else ""
         lines.append(f"| {PEERS[row['family']]} | {attention} | {first} | {second} | {memory} |")
     generation = [row for row in rows if "zoo_row_major_s" in row.get("generate", {})]
     if generation:

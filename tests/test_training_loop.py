@@ -553,3 +553,59 @@ def test_evaluation_runs_each_batch_once_when_the_predict_step_reads_the_outputs
                         compute_metrics=classification_metrics())
     assert len(calls) == 6
     assert shared == pytest.approx(separate)
+
+
+# ------------------------------------------------------------------------------------------------ compiled loss
+def logits_shaped_fills(step, shape) -> int:
+    """Zero fills of a logits-shaped tensor during one training step."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        step()
+    return sum(event.count for event in prof.key_averages(group_by_input_shape=True)
+               if event.key in ("aten::fill_", "aten::zero_") and event.input_shapes
+               and event.input_shapes[0] == list(shape))
+
+
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+def test_the_compiled_training_loss_equals_eager_without_a_zero_logits_gradient(label_smoothing, monkeypatch):
+    """--compile compiles the loss function, not the model: the graph returns no logits, so AOTAutograd is not
+    handed a zero-filled logits-sized gradient for them at every step. Compiling the model, as before, is the
+    control: it does fill one. Loss and gradients equal eager (aot_eager does not reorder arithmetic)."""
+    from transformer_zoo.training.devices import training_loss
+
+    original = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: original(fn, backend="aot_eager"))
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = ZooDecoderForCausalLM(ZooDecoderConfig.from_preset("tiny", hidden_dropout=0.0, embedding_dropout=0.0,
+                                                               attention_dropout=0.0))
+    ids = torch.randint(3, 1000, (2, 16), generator=torch.Generator().manual_seed(1))
+    batch = {"input_ids": ids, "labels": ids}
+    loss_fn = make_loss_fn("causal_lm", label_smoothing)
+    accelerator = create_accelerator(TrainingConfig(output_dir="unused", cpu=True, report_to="none"))
+
+    def loss_and_gradients(loss_of):
+        model.zero_grad(set_to_none=True)
+        loss = loss_of(batch)
+        loss.backward()
+        return loss.detach(), {name: p.grad.clone() for name, p in model.named_parameters()}
+
+    eager_loss, eager_grads = loss_and_gradients(training_loss(model, loss_fn, accelerator, compile_it=False))
+    compiled = training_loss(model, loss_fn, accelerator, compile_it=True)
+    loss_and_gradients(compiled)  # compiles
+    compiled_loss, compiled_grads = loss_and_gradients(compiled)
+    torch.testing.assert_close(compiled_loss, eager_loss, atol=1e-6, rtol=1e-6)
+    for name in eager_grads:
+        torch.testing.assert_close(compiled_grads[name], eager_grads[name], atol=1e-6, rtol=1e-5,
+                                   msg=lambda m: f"{name}: {m}")
+    loss_fills = logits_shaped_fills(lambda: loss_and_gradients(compiled), (2, 16, 1000))
+
+    compiled_model = torch.compile(model)  # the control: a graph that returns the logits
+    loss_and_gradients(lambda b: loss_fn(compiled_model, b))
+    model_fills = logits_shaped_fills(lambda: loss_and_gradients(lambda b: loss_fn(compiled_model, b)), (2, 16, 1000))
+    torch._dynamo.reset()
+    # The model's own loss: the compiled model's graph returns logits nobody differentiates, and gets a zero gradient
+    # for them. Smoothed cross-entropy reads the logits after the compiled model, so they get a real gradient, and
+    # the one fill either way is its own backward's (decomposed by aot_eager).
+    assert (loss_fills, model_fills) == ((0, 1) if label_smoothing == 0.0 else (1, 1))

@@ -50,20 +50,36 @@ def use_compile(setting: bool | str, accelerator: Accelerator) -> bool:
     return bool(setting)
 
 
-def compiled_for_training(model: torch.nn.Module, accelerator: Accelerator) -> torch.nn.Module:
-    """torch.compile(model) sharing its parameters, with dynamo's own guard on: a graph that fails to compile (no C++
-    compiler, an unsupported operation) runs eagerly after a warning instead of stopping the run."""
+def training_loss(model: torch.nn.Module, loss_fn, accelerator: Accelerator, compile_it: bool):
+    """The training step's loss as a function of the batch: `loss_fn(model, batch)`, under torch.compile when
+    `compile_it`, with dynamo's own guard on: a graph that fails to compile (no C++ compiler, an unsupported
+    operation) runs eagerly after a warning instead of stopping the run.
+
+    In one process the loss function is compiled, not the model: a compiled graph's backward takes a gradient for
+    each of its outputs that requires one, and for the returned logits nobody has one, so AOTAutograd is handed a
+    zero-filled (tokens x vocabulary) tensor at every step (83 ms of a 2 s GPT-2-shaped CPU step,
+    benchmarks/results/profile_step_gpt2_compiled_cpu.txt) and adds it in. A graph that returns only the loss has no
+    such output. A model wrapped for several processes (DDP, FSDP) is compiled itself, as torch documents for those
+    wrappers."""
+    if not compile_it:
+        return lambda batch: loss_fn(model, batch)
     import torch._dynamo
 
     torch._dynamo.config.suppress_errors = True
+    wrapped = accelerator.num_processes > 1
     try:
-        compiled = torch.compile(model)
+        if wrapped:
+            compiled_model = torch.compile(model)
+            step = lambda batch: loss_fn(compiled_model, batch)  # noqa: E731
+        else:
+            step = torch.compile(lambda batch: loss_fn(model, batch))
     except RuntimeError as error:  # platforms where torch.compile is unavailable altogether
         logger.warning(f"--compile: torch.compile is not available here ({error}); training eagerly.")
-        return model
-    logger.info("--compile: the training forward is compiled by torch.compile (the first steps include compilation; "
-                "graphs that fail to compile fall back to eager with a warning).", main_process_only=True)
-    return compiled
+        return lambda batch: loss_fn(model, batch)
+    logger.info(f"--compile: the training {'forward' if wrapped else 'loss'} is compiled by torch.compile (the first "
+                "steps include compilation; graphs that fail to compile fall back to eager with a warning).",
+                main_process_only=True)
+    return step
 
 
 def set_cpu_threads(cpu_threads: int | str | None, accelerator: Accelerator) -> None:

@@ -46,7 +46,7 @@ from .checkpointing import (
 )
 from .data_order import (batch_units, example_lengths, micro_batch_stream, move_to_device, token_batch_plan,
                          token_batch_stream)
-from .devices import compiled_for_training, create_accelerator, use_compile
+from .devices import create_accelerator, training_loss, use_compile
 from .evaluation import LossFn, model_loss
 from .optim import build_optimizer, build_scheduler, resolve_warmup_steps
 from .output_dir import RunStopped
@@ -340,8 +340,8 @@ def train(
     scheduler = build_scheduler(optimizer, config.lr_scheduler, warmup_steps=warmup_steps, total_steps=total_steps)
     model, optimizer = accelerator.prepare(model, optimizer)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    # The training forward may run compiled; evaluation, checkpoints and the returned model use `model` itself.
-    step_model = compiled_for_training(model, accelerator) if use_compile(config.compile, accelerator) else model
+    # The training loss may run compiled; evaluation, checkpoints and the returned model use `model` itself.
+    step_loss_of = training_loss(model, loss_fn, accelerator, use_compile(config.compile, accelerator))
 
     metrics_log = MetricsLog(output_dir / METRICS_FILE, enabled=accelerator.is_main_process)
     checkpoints_dir = output_dir / CHECKPOINTS_DIR
@@ -428,7 +428,7 @@ def train(
                 # Gradients are all-reduced on the last micro-batch only.
                 sync = contextlib.nullcontext() if last or world == 1 else accelerator.no_sync(model)
                 with sync:
-                    loss = loss_fn(step_model, batch)
+                    loss = step_loss_of(batch)
                     accelerator.backward(loss / accumulation)
                 step_loss += loss.detach().float()
                 progress.epoch, progress.micro_batch = epoch, position + 1
