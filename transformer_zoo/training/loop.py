@@ -108,8 +108,8 @@ class TrainingConfig:
     # Intra-op CPU threads per process: None leaves torch's setting; "auto" = the cores this process may use divided
     # by the processes on this machine (`accelerate launch` otherwise sets OMP_NUM_THREADS=1 on GPU-less machines).
     cpu_threads: int | str | None = None
-    # torch.compile the training forward: "auto" = on a GPU only (on CPU it saved 2-9 % per step in an earlier
-    # measurement, after a warm-up a short run may not win back), or True / False.
+    # torch.compile the training loss, model included (devices.training_loss): "auto" = on a GPU only (on CPU the
+    # compiled step was no faster than the zoo's eager one), or True / False.
     compile: bool | str = "auto"
 
     def __post_init__(self):
