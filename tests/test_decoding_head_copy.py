@@ -138,13 +138,14 @@ def test_the_copy_is_the_same_matrix_column_major(monkeypatch):
 
 
 class FakeClock:
-    """perf_counter for modeling_zoo_generation: every reading is a second after the one before."""
+    """perf_counter for modeling_zoo_generation: every reading is a second after the one before, or `steps[i]`
+    seconds after it for the i-th reading."""
 
-    def __init__(self):
-        self.now = 0.0
+    def __init__(self, steps=()):
+        self.now, self.steps = 0.0, list(steps)
 
     def __call__(self):
-        self.now += 1.0
+        self.now += self.steps.pop(0) if self.steps else 1.0
         return self.now
 
 
@@ -160,6 +161,25 @@ def test_the_copy_is_made_when_it_has_paid_for_itself(tokens, copied_at, monkeyp
     assert (use.copies, use.products) == ((0, 0) if copied_at is None else (1, tokens - copied_at + 1))
     if copied_at is not None:
         assert generation._COPY_SECONDS[(tuple(model.lm_head.weight.shape), torch.float32)] == 1.0  # the fake copy
+
+
+def test_a_copy_whose_product_is_slower_is_dropped_for_good(monkeypatch):
+    model = build("decoder")
+    monkeypatch.undo()
+    key = (tuple(model.lm_head.weight.shape), torch.float32)
+    monkeypatch.setattr(generation, "_COPY_SECONDS", {key: 2.5})
+    # Readings: three row-major products of 1 s, the copy (1 s), then the copy's first product takes 5 s.
+    monkeypatch.setattr(generation, "perf_counter", FakeClock([1.0] * 8 + [1.0, 5.0]))
+    use = CopyUse(monkeypatch)
+    ids, mask = prompts()
+    with_copy = model.generate(ids, attention_mask=mask, max_new_tokens=8, **SETTINGS)
+    assert use.copies == 1 and use.products == 0  # made, tried once, dropped: the rest of the call is row-major
+    assert generation._COPY_SECONDS[key] == float("inf")
+    model.generate(ids, attention_mask=mask, max_new_tokens=8, **SETTINGS)
+    assert use.copies == 1  # never copied again in this process
+    model.config.decoding_head_copy = False
+    plain = model.generate(ids, attention_mask=mask, max_new_tokens=8, **SETTINGS)
+    assert_same_generation(with_copy, plain)
 
 
 def test_a_shape_never_copied_expects_its_bytes_at_the_assumed_rate(monkeypatch):

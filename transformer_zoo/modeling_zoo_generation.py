@@ -18,8 +18,10 @@ seven row-major products. So a call starts row-major and makes the copy once its
 long as the copy is expected to take (the rule for renting skis until their price is spent): a short generation
 (scoring, one or a few tokens) pays nothing or little, and no call pays more than about twice what the better choice
 in hindsight would have cost. The expected time is the last copy of that shape in this process, or before any,
-bytes / ASSUMED_COPY_BYTES_PER_SECOND. The product is the same, so the logits agree to float rounding and greedy
-tokens are the same; `config.decoding_head_copy=False` turns it off.
+bytes / ASSUMED_COPY_BYTES_PER_SECOND. The first product through the copy is timed: if it is slower than the fastest
+row-major one (a processor or BLAS where the layouts rank otherwise), the copy is dropped and the shape is not copied
+again in this process. The product is the same, so the logits agree to float rounding and greedy tokens are the
+same; `config.decoding_head_copy=False` turns it off.
 
 Only where it was measured to pay: float32 weights on CPU, at most DECODING_COPY_MAX_ROWS rows, no gradient, a
 plain hook-free `nn.Linear` head (a PEFT-wrapped or hooked head is called as a module), not under torch.compile
@@ -28,6 +30,7 @@ plain hook-free `nn.Linear` head (a PEFT-wrapped or hooked head is called as a m
 
 from __future__ import annotations
 
+import math
 from time import perf_counter
 
 import torch
@@ -70,25 +73,40 @@ def expected_copy_seconds(weight: torch.Tensor) -> float:
 
 class DecodingHeadCopy:
     """The output projection for one `generate` call: row-major until the time its products took would have paid
-    for a copy, then through the column-major copy."""
+    for a copy, then through the column-major copy, if its first product beats the fastest row-major one. The
+    layouts were measured on one CPU; where the copy's product is slower (another BLAS or processor), it is dropped
+    and that shape is not copied again in this process (its expected copy time becomes infinite)."""
 
     def __init__(self):
         self.row_major_seconds = 0.0
+        self.fastest_row_major = math.inf
+        self.checked = False
         self.source: torch.Tensor | None = None
         self.weight: torch.Tensor | None = None
 
     def project(self, head: nn.Linear, hidden_states: torch.Tensor) -> torch.Tensor:
         weight = head.weight
+        key = (tuple(weight.shape), weight.dtype)
         if self.source is not weight:
             if self.row_major_seconds < expected_copy_seconds(weight):
                 start = perf_counter()
                 logits = head(hidden_states)
-                self.row_major_seconds += perf_counter() - start
+                elapsed = perf_counter() - start
+                self.row_major_seconds += elapsed
+                self.fastest_row_major = min(self.fastest_row_major, elapsed)
                 return logits
             start = perf_counter()
-            self.source, self.weight = weight, column_major_copy(weight.detach())
-            _COPY_SECONDS[(tuple(weight.shape), weight.dtype)] = perf_counter() - start
-        return nn.functional.linear(hidden_states, self.weight, head.bias)
+            self.source, self.weight, self.checked = weight, column_major_copy(weight.detach()), False
+            _COPY_SECONDS[key] = perf_counter() - start
+        if self.checked:
+            return nn.functional.linear(hidden_states, self.weight, head.bias)
+        start = perf_counter()
+        logits = nn.functional.linear(hidden_states, self.weight, head.bias)
+        self.checked = True
+        if perf_counter() - start > self.fastest_row_major:
+            _COPY_SECONDS[key] = math.inf
+            self.source = self.weight = None
+        return logits
 
 
 class ZooGenerationMixin(GenerationMixin):
