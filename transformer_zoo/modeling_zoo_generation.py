@@ -115,7 +115,8 @@ class ZooGenerationMixin(GenerationMixin):
 
     def generate(self, *args, **kwargs):
         if not getattr(self.config, "decoding_head_copy", False) or "_decoding_head_copy" in self.__dict__:
-            # Off, or a generate call inside another (assisted decoding): the outer call owns the copy.
+            # Off, or this model's generate called inside its own generate (a custom decoding loop or logits
+            # processor): the outer call owns the copy.
             return super().generate(*args, **kwargs)
         self.__dict__["_decoding_head_copy"] = DecodingHeadCopy()
         try:
