@@ -18,22 +18,15 @@ import json
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare_hf import alternating_rounds, best_of  # noqa: E402
+
 from transformer_zoo.modeling_zoo_generation import column_major_copy  # noqa: E402
-
-
-def best_of(fn, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def time_layouts(vocabulary: int, hidden: int, rows: int, dtype: torch.dtype, rounds: int, repeats: int) -> dict:
@@ -46,10 +39,7 @@ def time_layouts(vocabulary: int, hidden: int, rows: int, dtype: torch.dtype, ro
     difference = (runs["row_major"]() - runs["column_major"]()).abs().max().item()
     for fn in runs.values():
         fn()
-    times = {name: [] for name in runs}
-    for round_index in range(rounds):
-        for name in (list(runs) if round_index % 2 == 0 else list(reversed(runs))):
-            times[name].append(best_of(runs[name], repeats))
+    times = alternating_rounds(runs, rounds, repeats)
     row, column = statistics.median(times["row_major"]), statistics.median(times["column_major"])
     return {"vocabulary": vocabulary, "hidden": hidden, "rows": rows, "dtype": str(dtype).removeprefix("torch."),
             "row_major_ms": row * 1e3, "column_major_ms": column * 1e3, "speedup": row / column,
