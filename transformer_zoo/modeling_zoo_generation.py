@@ -26,7 +26,7 @@ same; `config.decoding_head_copy=False` turns it off.
 Only where it was measured to pay: float32 weights on CPU, at most DECODING_COPY_MAX_ROWS rows, no gradient, a
 plain hook-free `nn.Linear` head (a PEFT-wrapped or hooked head is called as a module), not under torch.compile
 (inductor picks its own layout). In bfloat16 on the same CPU the copy was slower for one row (0.82x) and 0.97-1.34x
-from 2 rows on, 4-8x faster than float32 either way, so bfloat16 keeps the row-major head.
+from 2 rows on, so bfloat16 keeps the row-major head.
 """
 
 from __future__ import annotations
