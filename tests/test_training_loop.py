@@ -595,7 +595,10 @@ def test_the_compiled_training_loss_equals_eager_without_a_zero_logits_gradient(
     compiled = training_loss(model, loss_fn, accelerator, compile_it=True)
     loss_and_gradients(compiled)  # compiles
     compiled_loss, compiled_grads = loss_and_gradients(compiled)
-    torch.testing.assert_close(compiled_loss, eager_loss, atol=1e-6, rtol=1e-6)
+    # Two fp32 reductions over the same 30 labelled rows in different orders (eager: the zoo's LogitsCrossEntropy or
+    # F.cross_entropy; compiled: their aot_eager decompositions): within 2 x 32 unit roundoffs of each other on any
+    # CPU, the bound tests/test_losses.py uses. Gradients: its tolerance for the same comparison.
+    torch.testing.assert_close(compiled_loss, eager_loss, rtol=64 * 2**-24, atol=0)
     for name in eager_grads:
         torch.testing.assert_close(compiled_grads[name], eager_grads[name], atol=1e-6, rtol=1e-5,
                                    msg=lambda m: f"{name}: {m}")

@@ -115,7 +115,7 @@ class ZooGenerationMixin(GenerationMixin):
     The model's forward computes its logits with `vocabulary_logits`."""
 
     def generate(self, *args, **kwargs):
-        if not getattr(self.config, "decoding_head_copy", False) or "_decoding_head_copy" in self.__dict__:
+        if not self.config.decoding_head_copy or "_decoding_head_copy" in self.__dict__:
             # Off, or this model's generate called inside its own generate (a custom decoding loop or logits
             # processor): the outer call owns the copy.
             return super().generate(*args, **kwargs)
