@@ -253,3 +253,103 @@ def test_the_option_is_checked_and_saved(tmp_path):
     config = ZooSeq2SeqConfig.from_preset("tiny", decoding_head_copy=False)
     config.save_pretrained(tmp_path)
     assert ZooSeq2SeqConfig.from_pretrained(tmp_path).decoding_head_copy is False
+
+
+# Compiled decoding: `generate` with a static cache compiles its decoding steps; the copy is chosen at the prefill
+# and handed to the compiled graph as an input. The "eager" backend keeps these tests fast; it runs the graph dynamo
+# captured, so what the graph reads is what inductor would be given.
+
+
+class GraphInputs:
+    """Per graph compiled, whether it reads the output projection column-major (an input of shape (vocabulary,
+    hidden) with strides (1, vocabulary)). `backend` is the torch.compile backend that records it, a function:
+    transformers deep-copies the compile config, and a function survives that as itself."""
+
+    def __init__(self, vocabulary: int, hidden: int):
+        self.graphs = []
+
+        def backend(graph_module, example_inputs, **compile_options):
+            self.graphs.append(any(tuple(t.shape) == (vocabulary, hidden) and t.stride() == (1, vocabulary)
+                                   for t in example_inputs if isinstance(t, torch.Tensor)))
+            return graph_module.forward
+
+        self.backend = backend
+
+
+def compiled_settings(graphs: GraphInputs, **overrides):
+    from transformers import CompileConfig
+
+    config = CompileConfig(backend=graphs.backend, fullgraph=True)
+    config._compile_all_devices = True  # transformers compiles generation on CPU only when told to
+    return dict(SETTINGS, cache_implementation="static", compile_config=config, **overrides)
+
+
+@pytest.fixture
+def fresh_dynamo():
+    # Compiled code is cached per code object across models of one shape; each test compiles its own.
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.fixture
+def copy_faster(monkeypatch):
+    """The products timed before compiled decoding: 1 s row-major, 0.5 s through a copy (the tiny model's real
+    timings are noise)."""
+    monkeypatch.setattr(generation, "product_seconds",
+                        lambda rows, weight, bias: 0.5 if weight.stride()[0] == 1 else 1.0)
+
+
+@pytest.mark.parametrize("family, overrides", [("decoder", dict(position_embedding_type="rope")),
+                                               ("decoder", dict(position_embedding_type="learned",
+                                                                tie_word_embeddings=False)),
+                                               ("seq2seq", dict(position_embedding_type="sinusoidal"))])
+def test_compiled_decoding_reads_the_copy_and_generates_the_same(family, overrides, fresh_dynamo, copy_faster):
+    model = build(family, **overrides)
+    ids, mask = prompts()
+    graphs = GraphInputs(*model.lm_head.weight.shape)
+    with_copy, plain = both_ways(model, ids, attention_mask=mask, **compiled_settings(graphs, max_new_tokens=8))
+    assert_same_generation(with_copy, plain)
+    # One decoding graph with the copy as an input, then, with the copy off, one without: the first graph's guards
+    # reject a call that has no copy.
+    assert graphs.graphs == [True, False]
+
+
+def test_a_graph_compiled_without_a_copy_is_not_reused_by_a_call_with_one(fresh_dynamo, copy_faster):
+    model = build("decoder")
+    ids, mask = prompts()
+    graphs = GraphInputs(*model.lm_head.weight.shape)
+    settings = compiled_settings(graphs, max_new_tokens=6)
+    model.config.decoding_head_copy = False
+    plain = model.generate(ids, attention_mask=mask, **settings)
+    model.config.decoding_head_copy = True
+    with_copy = model.generate(ids, attention_mask=mask, **settings)
+    assert graphs.graphs == [False, True]
+    assert_same_generation(with_copy, plain)
+    # A later call's new copy is read by the same graph: nothing recompiles.
+    model.generate(ids, attention_mask=mask, **settings)
+    assert graphs.graphs == [False, True]
+    assert "_decoding_head_copy" not in model.__dict__
+
+
+@pytest.mark.parametrize("limit, copied", [(dict(max_new_tokens=3), False), (dict(max_new_tokens=4), True),
+                                           (dict(max_length=12), True)])
+def test_compiled_decoding_copies_when_its_steps_would_pay_for_it(limit, copied, fresh_dynamo, copy_faster,
+                                                                   monkeypatch):
+    # A copy is expected to take 2.5 s and a row-major product 1 s: 2 decoding steps (3 new tokens) would not pay,
+    # 3 would; with only max_length set the number of steps is not bounded in advance, so the copy is made.
+    monkeypatch.setattr(generation, "expected_copy_seconds", lambda weight: 2.5)
+    model = build("decoder")
+    graphs = GraphInputs(*model.lm_head.weight.shape)
+    model.generate(prompts()[0], **compiled_settings(graphs, **limit))
+    assert graphs.graphs == [copied]
+
+
+def test_compiled_decoding_drops_a_copy_whose_product_is_slower(fresh_dynamo, monkeypatch):
+    monkeypatch.setattr(generation, "product_seconds",
+                        lambda rows, weight, bias: 2.0 if weight.stride()[0] == 1 else 1.0)
+    model = build("decoder")
+    graphs = GraphInputs(*model.lm_head.weight.shape)
+    model.generate(prompts()[0], **compiled_settings(graphs, max_new_tokens=5))
+    assert graphs.graphs == [False]
+    assert generation._COPY_SECONDS[(tuple(model.lm_head.weight.shape), torch.float32)] == float("inf")

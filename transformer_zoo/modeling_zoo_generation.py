@@ -23,9 +23,16 @@ row-major one (a processor or BLAS where the layouts rank otherwise), the copy i
 again in this process. The product is the same, so the logits agree to float rounding and greedy tokens are the
 same; `config.decoding_head_copy=False` turns it off.
 
+When `generate` compiles its decoding steps (a static cache with a compile config), a compiled step can neither time
+itself nor switch layouts midway, so the choice is made once, eagerly, at the prefill: one row-major product of a
+decoding step's rows is timed, and the copy is made if the call's remaining tokens (`max_new_tokens` - 1, or an
+unbounded number when only `max_length` is set) would spend at least the expected copy time in row-major products;
+its first product is timed against the row-major one, as above. The compiled graph takes the copy as an input, so
+every call with a new copy reuses the same graph. Inductor keeps a graph input's layout for the matrix product, so
+the compiled step runs the faster product too.
+
 Only where it was measured to pay: float32 weights on CPU, at most DECODING_COPY_MAX_ROWS rows, no gradient, a
-plain hook-free `nn.Linear` head (a PEFT-wrapped or hooked head is called as a module), not under torch.compile
-(inductor picks its own layout). In bfloat16 on the same CPU the copy was slower for one row (0.82x) and 0.97-1.34x
+plain hook-free `nn.Linear` head (a PEFT-wrapped or hooked head is called as a module). In bfloat16 on the same CPU the copy was slower for one row (0.82x) and 0.97-1.34x
 from 2 rows on, so bfloat16 keeps the row-major head.
 """
 
@@ -84,6 +91,12 @@ class DecodingHeadCopy:
         self.checked = False
         self.source: torch.Tensor | None = None
         self.weight: torch.Tensor | None = None
+        # Set when generate compiles its decoding steps: how many of them at most (None: no bound was given).
+        self.compiled_steps: int | None = None
+        self.compiled_decoding = False
+        # The copy the compiled steps read, chosen once at the prefill (prepare_compiled_decoding); None: row-major.
+        self.compiled_weight: torch.Tensor | None = None
+        self.prepared = False
 
     def project(self, head: nn.Linear, hidden_states: torch.Tensor) -> torch.Tensor:
         weight = head.weight
@@ -109,10 +122,46 @@ class DecodingHeadCopy:
             self.source = self.weight = None
         return logits
 
+    def prepare_compiled_decoding(self, head: nn.Linear, rows: int) -> None:
+        """Before compiled decoding steps of `rows` rows each: make the copy they will read if those steps' row-major
+        products are expected to take at least as long as making it, and keep it if its product is the faster one
+        (best of two timings each way, since one check decides the whole call). Probes with a constant input: the
+        products' time does not depend on the values, and no random state is drawn."""
+        self.prepared = True
+        weight = head.weight
+        if rows > DECODING_COPY_MAX_ROWS:
+            return
+        probe = torch.ones(rows, weight.shape[1], dtype=weight.dtype, device=weight.device)
+        row_major = min(product_seconds(probe, weight, head.bias) for _ in range(2))
+        steps = math.inf if self.compiled_steps is None else self.compiled_steps
+        if steps * row_major < expected_copy_seconds(weight):
+            return
+        start = perf_counter()
+        copy = column_major_copy(weight.detach())
+        key = (tuple(weight.shape), weight.dtype)
+        _COPY_SECONDS[key] = perf_counter() - start
+        if min(product_seconds(probe, copy, head.bias) for _ in range(2)) > row_major:
+            _COPY_SECONDS[key] = math.inf
+            return
+        self.compiled_weight = copy
+
+
+def product_seconds(rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> float:
+    """Seconds one `F.linear(rows, weight, bias)` takes."""
+    start = perf_counter()
+    nn.functional.linear(rows, weight, bias)
+    return perf_counter() - start
+
 
 class ZooGenerationMixin(GenerationMixin):
     """transformers' GenerationMixin; `generate` decodes with the column-major output projection (module docstring).
     The model's forward computes its logits with `vocabulary_logits`."""
+
+    # The copy of the running `generate` call, in the instance's __dict__ for the call; None (this class attribute)
+    # otherwise. Read as an attribute, not with `self.__dict__.get`: torch.compile guards an attribute that is None,
+    # but not a key missing from a module's __dict__, so a decoding graph compiled without a copy would be reused
+    # by later calls that have one.
+    _decoding_head_copy: DecodingHeadCopy | None = None
 
     def generate(self, *args, **kwargs):
         if not self.config.decoding_head_copy or "_decoding_head_copy" in self.__dict__:
@@ -125,13 +174,32 @@ class ZooGenerationMixin(GenerationMixin):
         finally:
             del self.__dict__["_decoding_head_copy"]
 
+    def _valid_auto_compile_criteria(self, model_kwargs, generation_config) -> bool:
+        # transformers asks this once per decoding loop, before the prefill, to choose compiled decoding steps.
+        compiled = super()._valid_auto_compile_criteria(model_kwargs, generation_config)
+        copy = self._decoding_head_copy
+        if compiled and copy is not None:
+            copy.compiled_decoding = True
+            new_tokens = generation_config.max_new_tokens
+            copy.compiled_steps = None if new_tokens is None else max(new_tokens - 1, 0)
+        return compiled
+
     def vocabulary_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """`self.lm_head(hidden_states)`, through the column-major copy while `generate` decodes on CPU."""
         head = self.lm_head
-        copy = self.__dict__.get("_decoding_head_copy")
-        if (copy is None or torch.compiler.is_compiling() or hidden_states.shape[:-1].numel() > DECODING_COPY_MAX_ROWS
-                or head.weight.device.type != "cpu" or head.weight.dtype != torch.float32
-                or (torch.is_grad_enabled() and (head.weight.requires_grad or hidden_states.requires_grad))
-                or not plain_linears((head,))):
+        copy = self._decoding_head_copy
+        if copy is None or (torch.is_grad_enabled() and (head.weight.requires_grad or hidden_states.requires_grad)):
             return head(hidden_states)
-        return copy.project(head, hidden_states)
+        rows = hidden_states.shape[:-1].numel()
+        if not torch.compiler.is_compiling():
+            if head.weight.device.type != "cpu" or head.weight.dtype != torch.float32 or not plain_linears((head,)):
+                return head(hidden_states)
+            if not copy.compiled_decoding:
+                return head(hidden_states) if rows > DECODING_COPY_MAX_ROWS else copy.project(head, hidden_states)
+            if not copy.prepared:
+                # The prefill, eager: each compiled decoding step will project one position per sequence.
+                copy.prepare_compiled_decoding(head, rows=hidden_states.shape[0])
+        # Compiled decoding steps and their prefill: the copy chosen at the prefill, where the rest was checked.
+        if copy.compiled_weight is None or rows > DECODING_COPY_MAX_ROWS:
+            return head(hidden_states)
+        return nn.functional.linear(hidden_states, copy.compiled_weight, head.bias)
