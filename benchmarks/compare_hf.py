@@ -132,7 +132,14 @@ def training_step(model, batch, compile_loss: bool = False):
     def loss(inputs):
         return loss_of(model, inputs)
 
-    loss = torch.compile(loss) if compile_loss else loss
+    if compile_loss:
+        compiled_loss = torch.compile(loss)
+
+        def loss(inputs):
+            # As the recipes' --compile does (training/devices.py: training_loss), for both sides: sizes that depend
+            # on the data are captured, so the zoo's masked-LM loss keeps to the labelled rows in the graph.
+            with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+                return compiled_loss(inputs)
 
     def step():
         loss(batch).backward()

@@ -60,6 +60,12 @@ class LogitsCrossEntropy(torch.autograd.Function):
         return gradient.to(ctx.logits_dtype), None, None
 
 
+def dynamic_row_counts_traceable() -> bool:
+    """Under torch.compile: whether dynamo captures sizes that depend on the data (a boolean mask's number of true
+    entries) as symbols, so that selecting rows by a mask stays in the graph instead of breaking it."""
+    return bool(torch._dynamo.config.capture_dynamic_output_shape_ops)
+
+
 def cross_entropy_sum(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
     """F.cross_entropy(logits, labels, ignore_index=ignore_index, reduction="sum") over (rows, classes) logits,
     through LogitsCrossEntropy when gradients are needed (plain F.cross_entropy otherwise, and under torch.compile:

@@ -60,7 +60,12 @@ def training_loss(model: torch.nn.Module, loss_fn, accelerator: Accelerator, com
     zero-filled (tokens x vocabulary) tensor at every step (83 ms of a 2 s GPT-2-shaped CPU step,
     benchmarks/results/profile_step_gpt2_compiled_cpu.txt) and adds it in. A graph that returns only the loss has no
     such output. A model wrapped for several processes (DDP, FSDP) is compiled itself, as torch documents for those
-    wrappers."""
+    wrappers.
+
+    In one process the compiled loss runs with dynamo capturing data-dependent sizes: the zoo's masked-LM loss
+    projects only the labelled rows (ZooEncoderForMaskedLM._loss_over_labelled_rows), a count known from the data,
+    and would otherwise keep every row under compile, which made the compiled BERT-sized step slower than the eager
+    one (benchmarks/results/compare_hf_compiled_loss_cpu.json). The setting applies only while the step runs."""
     if not compile_it:
         return lambda batch: loss_fn(model, batch)
     import torch._dynamo
@@ -70,12 +75,21 @@ def training_loss(model: torch.nn.Module, loss_fn, accelerator: Accelerator, com
     try:
         if wrapped:
             compiled_model = torch.compile(model)
-            step = lambda batch: loss_fn(compiled_model, batch)  # noqa: E731
+            compiled = lambda batch: loss_fn(compiled_model, batch)  # noqa: E731
         else:
-            step = torch.compile(lambda batch: loss_fn(model, batch))
+            compiled = torch.compile(lambda batch: loss_fn(model, batch))
     except RuntimeError as error:  # platforms where torch.compile is unavailable altogether
         logger.warning(f"--compile: torch.compile is not available here ({error}); training eagerly.")
         return lambda batch: loss_fn(model, batch)
+
+    if wrapped:
+        # The compiled model returns its logits, which the backward pays for anyway: selecting the labelled rows too
+        # would add work, not save it.
+        return compiled
+
+    def step(batch):
+        with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+            return compiled(batch)
     logger.info(f"--compile: the training {'forward' if wrapped else 'loss'} is compiled by torch.compile (the first "
                 "steps include compilation; graphs that fail to compile fall back to eager with a warning).",
                 main_process_only=True)
