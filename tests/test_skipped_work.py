@@ -2,7 +2,8 @@
 
 * the last layer of a [CLS]-pooled classifier (the encoder's sequence classifier, ViT with class pooling) computes
   only the leading rows it pools (`run_stack(leading_positions=...)`);
-* the masked-LM loss backpropagates through the labelled rows only, while `logits` keeps every row.
+* the masked-LM loss backpropagates through the labelled rows only, while `logits` keeps every row; so do the causal-LM
+  and encoder-decoder losses where at most half the positions have a target (a masked prompt, padding).
 
 The reference is the full computation of the same model (the fallback a forward hook on the last layer selects, or
 the masked-LM loss over every row of `logits`): logits, loss and every gradient agree to float rounding, in every
@@ -16,13 +17,19 @@ from peft import LoraConfig, get_peft_model
 import transformer_zoo.modeling_zoo_attention_kernels as attention_kernels
 import transformer_zoo.modeling_zoo_dropout as dropout_module
 import transformer_zoo.modeling_zoo_layers as layers
+import transformer_zoo.modeling_zoo_decoder as decoder_module
+import transformer_zoo.modeling_zoo_seq2seq as seq2seq_module
 from transformer_zoo import (
+    ZooDecoderConfig,
+    ZooDecoderForCausalLM,
     ZooEncoderConfig,
     ZooEncoderForMaskedLM,
     ZooEncoderForSequenceClassification,
     ZooEncoderModel,
     ZooViTConfig,
     ZooViTForImageClassification,
+    ZooSeq2SeqConfig,
+    ZooSeq2SeqForConditionalGeneration,
     ZooViTModel,
 )
 from transformer_zoo.modeling_zoo_losses import token_cross_entropy
@@ -281,6 +288,89 @@ def test_masked_lm_with_gradient_accumulation_counts_the_same_items():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ZooEncoderForMaskedLM, "_loss_over_labelled_rows", every_row_loss)
         torch.testing.assert_close(kept, model(**batch, num_items_in_batch=items).loss, **TOLERANCE)
+
+
+# ------------------------------------------------------------------ causal-LM and encoder-decoder loss rows
+def prompt_masked(family: str, fraction_labelled: float, **overrides):
+    """A batch whose labels are -100 except on the last `fraction_labelled` of each sequence (an instruction-tuning
+    prompt mask), with padding in the second row."""
+    torch.manual_seed(0)
+    if family == "decoder":
+        model = ZooDecoderForCausalLM(ZooDecoderConfig.from_preset("tiny", **overrides))
+    else:
+        model = ZooSeq2SeqForConditionalGeneration(ZooSeq2SeqConfig.from_preset("tiny", **overrides))
+        # A bias that is not zero, so that the loss's own projection must add it too.
+        model.final_logits_bias.copy_(torch.randn(model.final_logits_bias.shape) * 0.1)
+    model.eval()
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(3, 1000, (2, 20), generator=generator)
+    mask = torch.ones_like(ids)
+    mask[1, -4:] = 0
+    labels = ids.masked_fill(mask == 0, -100)
+    labels[:, : round(20 * (1 - fraction_labelled))] = -100
+    batch = {"input_ids": ids, "attention_mask": mask, "labels": labels}
+    return model, batch
+
+
+def every_row_lm_loss(hidden, logits, labels, head, *, head_is_plain, shift=False, num_items_in_batch=None,
+                      logits_bias=None, few_labelled=False):
+    """The reference: the token loss over every row of the logits."""
+    return token_cross_entropy(logits, labels, num_items_in_batch, shift=shift)
+
+
+LM_CASES = [("decoder", dict(position_embedding_type="learned")),
+            ("decoder", dict(position_embedding_type="rope", tie_word_embeddings=False)),
+            ("decoder", dict(position_embedding_type="alibi", num_key_value_heads=2)),
+            ("seq2seq", dict(position_embedding_type="sinusoidal")),
+            ("seq2seq", dict(position_embedding_type="rope", tie_word_embeddings=False))]
+
+
+@pytest.mark.parametrize("accumulated", [False, True], ids=["mean", "num_items_in_batch"])
+@pytest.mark.parametrize("extra_loss_on_logits", [False, True], ids=["loss", "loss-and-logits"])
+@pytest.mark.parametrize("family, overrides", LM_CASES,
+                         ids=[f"{f}-{'-'.join(map(str, o.values()))}" for f, o in LM_CASES])
+def test_a_prompt_masked_lm_loss_backpropagates_through_labelled_rows_with_the_same_results(
+        family, overrides, extra_loss_on_logits, accumulated, monkeypatch):
+    model, batch = prompt_masked(family, 0.3, **overrides)
+    if accumulated:
+        batch["num_items_in_batch"] = torch.tensor(25)
+    projected_rows = []
+    original_linear = torch.nn.functional.linear
+
+    def recording_linear(states, weight, bias=None):
+        if weight is model.lm_head.weight:
+            projected_rows.append(states.shape[0])
+        return original_linear(states, weight, bias)
+
+    monkeypatch.setattr(torch.nn.functional, "linear", recording_linear)
+    kept = mlm_results(model, batch, extra_loss_on_logits)
+    # Targets: the decoder's are the labels shifted by one position.
+    targets = batch["labels"][:, 1:] if family == "decoder" else batch["labels"]
+    labelled = int((targets != -100).sum())
+    assert 0 < labelled < targets.numel() / 2
+    assert projected_rows == [2, labelled]  # every row for the logits, then the labelled rows for the loss
+    module = decoder_module if family == "decoder" else seq2seq_module
+    monkeypatch.setattr(module, "loss_over_labelled_rows", every_row_lm_loss)
+    assert_same(kept, mlm_results(model, batch, extra_loss_on_logits))
+
+
+@pytest.mark.parametrize("family", ["decoder", "seq2seq"])
+def test_a_mostly_labelled_lm_loss_reads_the_logits(family, monkeypatch):
+    model, batch = prompt_masked(family, 0.9)
+    projected = []
+    original = torch.nn.functional.linear
+
+    def recording_linear(states, weight, bias=None):
+        if weight is model.lm_head.weight:
+            projected.append(states.shape[0])
+        return original(states, weight, bias)
+
+    monkeypatch.setattr(torch.nn.functional, "linear", recording_linear)
+    kept = mlm_results(model, batch)
+    assert projected == [2]  # the logits' projection only
+    module = decoder_module if family == "decoder" else seq2seq_module
+    monkeypatch.setattr(module, "loss_over_labelled_rows", every_row_lm_loss)
+    assert_same(kept, mlm_results(model, batch))
 
 
 @pytest.mark.parametrize("sampler", ["pcg64", "torch"])

@@ -21,9 +21,14 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 from .configuration_zoo_decoder import ZooDecoderConfig
 from .modeling_zoo_checks import check_classification_labels, check_labels
 from .modeling_zoo_generation import ZooGenerationMixin
-from .modeling_zoo_layers import ZooAttention, ZooBlock, ZooPreTrainedModel
+from .modeling_zoo_layers import ZooAttention, ZooBlock, ZooPreTrainedModel, plain_linears
 from .modeling_zoo_stack import ZooStackMixin, accepts_past_key_values, build_token_embedding
-from .modeling_zoo_losses import chunked_causal_lm_loss, share_of_accumulated_batch, token_cross_entropy
+from .modeling_zoo_losses import (
+    chunked_causal_lm_loss,
+    loss_over_labelled_rows,
+    share_of_accumulated_batch,
+    token_cross_entropy,
+)
 
 
 class ZooDecoderPreTrainedModel(ZooPreTrainedModel):
@@ -117,8 +122,14 @@ class ZooDecoderForCausalLM(ZooDecoderPreTrainedModel, ZooGenerationMixin):
         else:
             logits = self.vocabulary_logits(slice_logits_to_keep(outputs.last_hidden_state, logits_to_keep))
         if labels is not None and not chunked:
-            # transformers' ForCausalLMLoss (labels shifted, -100 ignored, num_items_in_batch), with less work.
-            loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch"), shift=True)
+            # transformers' ForCausalLMLoss (labels shifted, -100 ignored, num_items_in_batch), with less work; where
+            # at most half the positions have a target (a masked prompt, padding), the backward runs over those only.
+            if isinstance(logits_to_keep, int) and logits_to_keep == 0:
+                loss = loss_over_labelled_rows(outputs.last_hidden_state, logits, labels, self.lm_head,
+                                               head_is_plain=plain_linears([self.lm_head]), shift=True,
+                                               num_items_in_batch=kwargs.get("num_items_in_batch"))
+            else:
+                loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch"), shift=True)
         return CausalLMOutputWithPast(
             loss=loss,
             logits=logits,

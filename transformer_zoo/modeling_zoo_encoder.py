@@ -29,7 +29,7 @@ from .modeling_zoo_layers import (
     plain_linears,
 )
 from .modeling_zoo_stack import ZooStackMixin, build_token_embedding, leading_positions_read
-from .modeling_zoo_losses import dynamic_row_counts_traceable, share_of_accumulated_batch, token_cross_entropy
+from .modeling_zoo_losses import loss_over_labelled_rows, share_of_accumulated_batch, token_cross_entropy
 
 
 class ZooEncoderPreTrainedModel(ZooPreTrainedModel):
@@ -171,27 +171,11 @@ class ZooEncoderForMaskedLM(ZooEncoderPreTrainedModel):
 
     def _loss_over_labelled_rows(self, transformed, logits, labels, labelled) -> torch.Tensor:
         """The masked-LM loss (labels -100 except at masked positions; no shift, unlike causal LM), the same value
-        as over every row of `logits`, with a backward over the labelled rows only.
-
-        Unlabelled rows have a zero loss gradient, yet backpropagating through the full (rows x vocabulary) logits
-        multiplies those zeros through two vocabulary-sized matrix products. With about 15 % of positions labelled,
-        projecting the labelled rows a second time (0.15 of a forward product) for the loss, while `logits` keeps
-        every row and its own gradient path, leaves 0.3 of those products for the backward instead of 2. It applies
-        where that pays (at most half the rows labelled, a backward to come, a plain nn.Linear projection that no
-        hook observes); elsewhere the loss reads `logits` directly.
-
-        Under torch.compile the number of labelled rows is a size known only from the data: the path is traced
-        where dynamo captures such sizes (`torch._dynamo.config.capture_dynamic_output_shape_ops`, which the
-        recipes' `--compile` turns on around the loss), without the at-most-half check, which would read the data
-        while tracing. Elsewhere a graph keeps every row, as a static-shape graph must."""
+        as over every row of `logits`, with a backward over the labelled rows only (loss_over_labelled_rows): with
+        about 15 % of positions labelled, 0.3 of the head's two backward products are left instead of 2."""
         decoder = self.lm_head.decoder
-        if not (torch.is_grad_enabled() and logits.requires_grad and plain_linears([decoder])):
-            return token_cross_entropy(logits, labels)
-        if (dynamic_row_counts_traceable() if torch.compiler.is_compiling()
-                else 2 * int(labelled.sum()) <= labelled.numel()):
-            loss_logits = nn.functional.linear(transformed[labelled], decoder.weight, decoder.bias)
-            return token_cross_entropy(loss_logits, labels[labelled])
-        return token_cross_entropy(logits, labels)
+        return loss_over_labelled_rows(transformed, logits, labels, decoder, head_is_plain=plain_linears([decoder]),
+                                       few_labelled=True)
 
 
 class ZooEncoderForSequenceClassification(ZooEncoderPreTrainedModel):

@@ -66,6 +66,41 @@ def dynamic_row_counts_traceable() -> bool:
     return bool(torch._dynamo.config.capture_dynamic_output_shape_ops)
 
 
+def loss_over_labelled_rows(hidden: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor, head: nn.Linear, *,
+                            head_is_plain: bool, shift: bool = False, num_items_in_batch=None,
+                            logits_bias: torch.Tensor | None = None, few_labelled: bool = False) -> torch.Tensor:
+    """`token_cross_entropy(logits, labels, num_items_in_batch, shift=shift)`, where `logits` is
+    `head(hidden) + logits_bias`, with a backward over the labelled rows only.
+
+    Rows labelled -100 (a masked LM's unmasked positions, a prompt or padding) have a zero loss gradient, yet
+    backpropagating through the full (rows x vocabulary) logits multiplies those zeros through two vocabulary-sized
+    matrix products. Projecting the labelled rows a second time for the loss, while `logits` keeps every row and its
+    own gradient path (a caller's loss on the logits still reaches the model), costs a fraction f of one product and
+    leaves 2f of them for the backward instead of 2. It applies where that pays: at most half the rows labelled, a
+    backward to come, and a plain nn.Linear head that no hook observes (`head_is_plain`, checked by the caller);
+    elsewhere the loss reads `logits` directly.
+
+    Under torch.compile the number of labelled rows is a size known only from the data, and the at-most-half check
+    would read the data while tracing. So a graph selects rows only for a loss whose labels are `few_labelled` by
+    construction (the masked LM's, about 15 %), and only where dynamo captures data-dependent sizes
+    (`torch._dynamo.config.capture_dynamic_output_shape_ops`, which the recipes' `--compile` turns on around the
+    loss). A causal-LM or encoder-decoder graph keeps every row: its targets are usually dense, and selecting
+    nearly all rows would only add a gather."""
+    if not (torch.is_grad_enabled() and logits.requires_grad and head_is_plain):
+        return token_cross_entropy(logits, labels, num_items_in_batch, shift=shift)
+    labels = labels.to(logits.device)
+    # Position t's target: labels[t + 1] when shifted (the last position predicts nothing), else labels[t].
+    rows, targets = (hidden[:, :-1], labels[:, 1:]) if shift else (hidden, labels)
+    labelled = targets != -100
+    if not (few_labelled and dynamic_row_counts_traceable() if torch.compiler.is_compiling()
+            else 2 * int(labelled.sum()) <= labelled.numel()):
+        return token_cross_entropy(logits, labels, num_items_in_batch, shift=shift)
+    loss_logits = nn.functional.linear(rows[labelled], head.weight, head.bias)
+    if logits_bias is not None:
+        loss_logits = loss_logits + logits_bias.to(loss_logits.dtype).reshape(-1)
+    return token_cross_entropy(loss_logits, targets[labelled], num_items_in_batch)
+
+
 def cross_entropy_sum(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
     """F.cross_entropy(logits, labels, ignore_index=ignore_index, reduction="sum") over (rows, classes) logits,
     through LogitsCrossEntropy when gradients are needed (plain F.cross_entropy otherwise, and under torch.compile:

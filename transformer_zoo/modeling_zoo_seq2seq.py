@@ -20,9 +20,9 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 from .configuration_zoo_seq2seq import ZooSeq2SeqConfig
 from .modeling_zoo_checks import check_labels
 from .modeling_zoo_generation import ZooGenerationMixin
-from .modeling_zoo_layers import ZooAttention, ZooBlock, ZooPreTrainedModel
+from .modeling_zoo_layers import ZooAttention, ZooBlock, ZooPreTrainedModel, plain_linears
 from .modeling_zoo_stack import ZooStackMixin, accepts_past_key_values, build_token_embedding
-from .modeling_zoo_losses import share_of_accumulated_batch, token_cross_entropy
+from .modeling_zoo_losses import loss_over_labelled_rows, share_of_accumulated_batch
 
 
 class ZooSeq2SeqPreTrainedModel(ZooPreTrainedModel):
@@ -244,7 +244,10 @@ class ZooSeq2SeqForConditionalGeneration(ZooSeq2SeqPreTrainedModel, ZooGeneratio
                          num_items_in_batch=kwargs.get("num_items_in_batch"))
             # Labels are already aligned with the decoder inputs (shifted above), so plain cross-entropy; the
             # `*ForConditionalGeneration` loss transformers would pick shifts again.
-            loss = token_cross_entropy(logits, labels)
+            # Where at most half the positions have a target, the backward runs over those only.
+            loss = loss_over_labelled_rows(outputs.last_hidden_state, logits, labels, self.lm_head,
+                                           head_is_plain=plain_linears([self.lm_head]),
+                                           logits_bias=self.final_logits_bias)
             loss = share_of_accumulated_batch(loss, labels, kwargs.get("num_items_in_batch"))
         return Seq2SeqLMOutput(
             loss=loss,
