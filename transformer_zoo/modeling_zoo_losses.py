@@ -88,6 +88,11 @@ def loss_over_labelled_rows(hidden: torch.Tensor, logits: torch.Tensor, labels: 
     nearly all rows would only add a gather."""
     if not (torch.is_grad_enabled() and logits.requires_grad and head_is_plain):
         return token_cross_entropy(logits, labels, num_items_in_batch, shift=shift)
+    if not few_labelled and logits.device.type != "cpu":
+        # Counting the labelled rows reads a device tensor: a synchronisation at every step on an accelerator, where
+        # the masked LM pays one anyway (its selection) but usually dense causal-LM targets would not. Not measured
+        # on a GPU here, so there the loss reads the logits, as it always did.
+        return token_cross_entropy(logits, labels, num_items_in_batch, shift=shift)
     labels = labels.to(logits.device)
     # Position t's target: labels[t + 1] when shifted (the last position predicts nothing), else labels[t].
     rows, targets = (hidden[:, :-1], labels[:, 1:]) if shift else (hidden, labels)
