@@ -291,6 +291,21 @@ def test_masked_lm_with_gradient_accumulation_counts_the_same_items():
 
 
 # ------------------------------------------------------------------ causal-LM and encoder-decoder loss rows
+def projected_row_counts(monkeypatch, weight) -> list:
+    """Records the leading dimension of every F.linear call that multiplies by `weight` (the vocabulary projection):
+    the batch for the logits of every row, the number of rows for a projection of selected rows."""
+    projected = []
+    original_linear = torch.nn.functional.linear
+
+    def recording_linear(states, weight_, bias=None):
+        if weight_ is weight:
+            projected.append(states.shape[0])
+        return original_linear(states, weight_, bias)
+
+    monkeypatch.setattr(torch.nn.functional, "linear", recording_linear)
+    return projected
+
+
 def prompt_masked(family: str, fraction_labelled: float, **overrides):
     """A batch whose labels are -100 except on the last `fraction_labelled` of each sequence (an instruction-tuning
     prompt mask), with padding in the second row."""
@@ -334,15 +349,7 @@ def test_a_prompt_masked_lm_loss_backpropagates_through_labelled_rows_with_the_s
     model, batch = prompt_masked(family, 0.3, **overrides)
     if accumulated:
         batch["num_items_in_batch"] = torch.tensor(25)
-    projected_rows = []
-    original_linear = torch.nn.functional.linear
-
-    def recording_linear(states, weight, bias=None):
-        if weight is model.lm_head.weight:
-            projected_rows.append(states.shape[0])
-        return original_linear(states, weight, bias)
-
-    monkeypatch.setattr(torch.nn.functional, "linear", recording_linear)
+    projected_rows = projected_row_counts(monkeypatch, model.lm_head.weight)
     kept = mlm_results(model, batch, extra_loss_on_logits)
     # Targets: the decoder's are the labels shifted by one position.
     targets = batch["labels"][:, 1:] if family == "decoder" else batch["labels"]
@@ -357,15 +364,7 @@ def test_a_prompt_masked_lm_loss_backpropagates_through_labelled_rows_with_the_s
 @pytest.mark.parametrize("family", ["decoder", "seq2seq"])
 def test_a_mostly_labelled_lm_loss_reads_the_logits(family, monkeypatch):
     model, batch = prompt_masked(family, 0.9)
-    projected = []
-    original = torch.nn.functional.linear
-
-    def recording_linear(states, weight, bias=None):
-        if weight is model.lm_head.weight:
-            projected.append(states.shape[0])
-        return original(states, weight, bias)
-
-    monkeypatch.setattr(torch.nn.functional, "linear", recording_linear)
+    projected = projected_row_counts(monkeypatch, model.lm_head.weight)
     kept = mlm_results(model, batch)
     assert projected == [2]  # the logits' projection only
     module = decoder_module if family == "decoder" else seq2seq_module
