@@ -32,8 +32,8 @@ every call with a new copy reuses the same graph. Inductor keeps a graph input's
 the compiled step runs the faster product too.
 
 Only where it was measured to pay: float32 weights on CPU, at most DECODING_COPY_MAX_ROWS rows, no gradient, a
-plain hook-free `nn.Linear` head (a PEFT-wrapped or hooked head is called as a module). In bfloat16 on the same CPU the copy was slower for one row (0.82x) and 0.97-1.34x
-from 2 rows on, so bfloat16 keeps the row-major head.
+plain hook-free `nn.Linear` head (a PEFT-wrapped or hooked head is called as a module). In bfloat16 on the same CPU
+the copy was slower for one row (0.82x) and 0.97-1.34x from 2 rows on, so bfloat16 keeps the row-major head.
 """
 
 from __future__ import annotations
