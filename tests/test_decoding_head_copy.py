@@ -269,8 +269,8 @@ def test_the_option_is_checked_and_saved(tmp_path):
 
 
 # Compiled decoding: `generate` with a static cache compiles its decoding steps; the copy is chosen at the prefill
-# and handed to the compiled graph as an input. The "eager" backend keeps these tests fast; it runs the graph dynamo
-# captured, so what the graph reads is what inductor would be given.
+# and handed to the compiled graph as an input. The backend below records each graph's inputs and runs the graph
+# dynamo captured uncompiled, which keeps these tests fast; what it is given is what inductor would be given.
 
 
 class GraphInputs:
