@@ -166,14 +166,19 @@ def test_the_copy_is_made_when_it_has_paid_for_itself(tokens, copied_at, monkeyp
         assert generation._COPY_SECONDS[(tuple(model.lm_head.weight.shape), torch.float32)] == 1.0  # the fake copy
 
 
-def test_a_copy_whose_product_is_slower_is_dropped_for_good(monkeypatch):
+def timed_copy_generation(monkeypatch, second_product_seconds: float):
+    """A model whose copy is made at the fourth projection (three row-major products of 1 s pass the expected 2.5 s;
+    the copy takes 1 s) and whose first product through the copy takes 5 s, the second `second_product_seconds`."""
     model = build("decoder")
     monkeypatch.undo()
     key = (tuple(model.lm_head.weight.shape), torch.float32)
     monkeypatch.setattr(generation, "_COPY_SECONDS", {key: 2.5})
-    # Readings: three row-major products of 1 s, the copy (1 s), then the copy's first and second products take 5 s.
-    monkeypatch.setattr(generation, "perf_counter", FakeClock([1.0] * 8 + [1.0, 5.0, 1.0, 5.0]))
-    use = CopyUse(monkeypatch)
+    monkeypatch.setattr(generation, "perf_counter", FakeClock([1.0] * 8 + [1.0, 5.0, 1.0, second_product_seconds]))
+    return model, key, CopyUse(monkeypatch)
+
+
+def test_a_copy_whose_product_is_slower_is_dropped_for_good(monkeypatch):
+    model, key, use = timed_copy_generation(monkeypatch, second_product_seconds=5.0)
     ids, mask = prompts()
     with_copy = model.generate(ids, attention_mask=mask, max_new_tokens=8, **SETTINGS)
     assert use.copies == 1 and use.products == 0  # made, tried twice, dropped: the rest of the call is row-major
@@ -186,13 +191,7 @@ def test_a_copy_whose_product_is_slower_is_dropped_for_good(monkeypatch):
 
 
 def test_one_slow_product_through_the_copy_does_not_drop_it(monkeypatch):
-    model = build("decoder")
-    monkeypatch.undo()
-    key = (tuple(model.lm_head.weight.shape), torch.float32)
-    monkeypatch.setattr(generation, "_COPY_SECONDS", {key: 2.5})
-    # As above, but the second product through the copy takes 0.5 s: a noisy first timing.
-    monkeypatch.setattr(generation, "perf_counter", FakeClock([1.0] * 8 + [1.0, 5.0, 1.0, 0.5]))
-    use = CopyUse(monkeypatch)
+    model, key, use = timed_copy_generation(monkeypatch, second_product_seconds=0.5)  # a noisy first timing
     model.generate(prompts()[0], max_new_tokens=8, do_sample=False, pad_token_id=0)
     assert use.copies == 1 and use.products == 5  # the fourth projection onward went through the copy
     assert generation._COPY_SECONDS[key] == 1.0
