@@ -18,6 +18,7 @@ import transformer_zoo.modeling_zoo_attention_kernels as attention_kernels
 import transformer_zoo.modeling_zoo_dropout as dropout_module
 import transformer_zoo.modeling_zoo_layers as layers
 import transformer_zoo.modeling_zoo_decoder as decoder_module
+import transformer_zoo.modeling_zoo_encoder as encoder_module
 import transformer_zoo.modeling_zoo_seq2seq as seq2seq_module
 from transformer_zoo import (
     ZooDecoderConfig,
@@ -220,9 +221,11 @@ def masked_lm(fraction_labelled: float, sparse_prediction: bool = False, **overr
     return model, {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
-def every_row_loss(self, transformed, logits, labels, labelled):
-    """The plain masked-LM loss over every row of the logits: the reference."""
-    return token_cross_entropy(logits, labels)
+def every_row_lm_loss(hidden, logits, labels, head, *, head_is_plain, shift=False, num_items_in_batch=None,
+                      logits_bias=None, few_labelled=False):
+    """The reference for `loss_over_labelled_rows` in every language-model head: the token loss over every row of
+    the logits."""
+    return token_cross_entropy(logits, labels, num_items_in_batch, shift=shift)
 
 
 def mlm_results(model, batch, extra_loss_on_logits: bool = False):
@@ -255,7 +258,7 @@ def test_masked_lm_loss_backpropagates_through_labelled_rows_with_the_same_resul
     # The logits' projection of every row (through nn.Linear), then the loss's own of the labelled rows.
     assert projected_rows == [2, labelled]
     assert kept[0].shape == (*batch["input_ids"].shape, model.config.vocab_size)
-    monkeypatch.setattr(ZooEncoderForMaskedLM, "_loss_over_labelled_rows", every_row_loss)
+    monkeypatch.setattr(encoder_module, "loss_over_labelled_rows", every_row_lm_loss)
     assert_same(kept, mlm_results(model, batch, extra_loss_on_logits))
 
 
@@ -276,7 +279,7 @@ def test_masked_lm_loss_reads_the_logits_where_a_second_projection_does_not_pay(
     with torch.set_grad_enabled(case != "no gradient"):
         out = model(**batch)
     assert projected == [(2, 20, model.config.hidden_size)]  # the logits' projection only
-    monkeypatch.setattr(ZooEncoderForMaskedLM, "_loss_over_labelled_rows", every_row_loss)
+    monkeypatch.setattr(encoder_module, "loss_over_labelled_rows", every_row_lm_loss)
     with torch.set_grad_enabled(case != "no gradient"):
         torch.testing.assert_close(out.loss, model(**batch).loss, atol=0, rtol=0)
 
@@ -286,7 +289,7 @@ def test_masked_lm_with_gradient_accumulation_counts_the_same_items():
     items = torch.tensor(40)
     kept = model(**batch, num_items_in_batch=items).loss
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ZooEncoderForMaskedLM, "_loss_over_labelled_rows", every_row_loss)
+        patch.setattr(encoder_module, "loss_over_labelled_rows", every_row_lm_loss)
         torch.testing.assert_close(kept, model(**batch, num_items_in_batch=items).loss, **TOLERANCE)
 
 
@@ -325,12 +328,6 @@ def prompt_masked(family: str, fraction_labelled: float, **overrides):
     labels[:, : round(20 * (1 - fraction_labelled))] = -100
     batch = {"input_ids": ids, "attention_mask": mask, "labels": labels}
     return model, batch
-
-
-def every_row_lm_loss(hidden, logits, labels, head, *, head_is_plain, shift=False, num_items_in_batch=None,
-                      logits_bias=None, few_labelled=False):
-    """The reference: the token loss over every row of the logits."""
-    return token_cross_entropy(logits, labels, num_items_in_batch, shift=shift)
 
 
 LM_CASES = [("decoder", dict(position_embedding_type="learned")),

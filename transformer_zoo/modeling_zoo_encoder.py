@@ -153,29 +153,24 @@ class ZooEncoderForMaskedLM(ZooEncoderPreTrainedModel):
             check_labels(labels, shape=hidden.shape[:2], num_classes=self.config.vocab_size,
                          num_items_in_batch=kwargs.get("num_items_in_batch"))
             labels = labels.to(hidden.device)
-            labelled = labels != -100
             if self.config.sparse_prediction:
                 # Only labelled positions enter the loss: project just those (see ZooEncoderConfig).
+                labelled = labels != -100
                 logits = self.lm_head(hidden[labelled])
                 loss = token_cross_entropy(logits, labels[labelled])
             else:
                 transformed = self.lm_head.transform(hidden)
                 logits = self.lm_head.decoder(transformed)
-                loss = self._loss_over_labelled_rows(transformed, logits, labels, labelled)
+                # The same loss as over every row, with a backward over the labelled rows only (about 15 % of
+                # them: 0.3 of the head's two backward products instead of 2).
+                loss = loss_over_labelled_rows(transformed, logits, labels, self.lm_head.decoder,
+                                               head_is_plain=plain_linears([self.lm_head.decoder]), few_labelled=True)
             loss = share_of_accumulated_batch(loss, labels, kwargs.get("num_items_in_batch"))
         else:
             logits = self.lm_head(hidden)
         return MaskedLMOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
-
-    def _loss_over_labelled_rows(self, transformed, logits, labels, labelled) -> torch.Tensor:
-        """The masked-LM loss (labels -100 except at masked positions; no shift, unlike causal LM), the same value
-        as over every row of `logits`, with a backward over the labelled rows only (loss_over_labelled_rows): with
-        about 15 % of positions labelled, 0.3 of the head's two backward products are left instead of 2."""
-        decoder = self.lm_head.decoder
-        return loss_over_labelled_rows(transformed, logits, labels, decoder, head_is_plain=plain_linears([decoder]),
-                                       few_labelled=True)
 
 
 class ZooEncoderForSequenceClassification(ZooEncoderPreTrainedModel):

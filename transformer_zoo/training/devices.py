@@ -63,7 +63,7 @@ def training_loss(model: torch.nn.Module, loss_fn, accelerator: Accelerator, com
     wrappers.
 
     In one process the compiled loss runs with dynamo capturing data-dependent sizes: the zoo's masked-LM loss
-    projects only the labelled rows (ZooEncoderForMaskedLM._loss_over_labelled_rows), a count known from the data,
+    projects only the labelled rows (modeling_zoo_losses.loss_over_labelled_rows), a count known from the data,
     and would otherwise keep every row under compile, which made the compiled BERT-sized step slower than the eager
     one (benchmarks/results/compare_hf_compiled_loss_cpu.json). The setting applies only while the step runs."""
     if not compile_it:
@@ -82,6 +82,9 @@ def training_loss(model: torch.nn.Module, loss_fn, accelerator: Accelerator, com
         logger.warning(f"--compile: torch.compile is not available here ({error}); training eagerly.")
         return lambda batch: loss_fn(model, batch)
 
+    logger.info(f"--compile: the training {'forward' if wrapped else 'loss'} is compiled by torch.compile (the first "
+                "steps include compilation; graphs that fail to compile fall back to eager with a warning).",
+                main_process_only=True)
     if wrapped:
         # The compiled model returns its logits, which the backward pays for anyway: selecting the labelled rows too
         # would add work, not save it.
@@ -90,9 +93,7 @@ def training_loss(model: torch.nn.Module, loss_fn, accelerator: Accelerator, com
     def step(batch):
         with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
             return compiled(batch)
-    logger.info(f"--compile: the training {'forward' if wrapped else 'loss'} is compiled by torch.compile (the first "
-                "steps include compilation; graphs that fail to compile fall back to eager with a warning).",
-                main_process_only=True)
+
     return step
 
 
