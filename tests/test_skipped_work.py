@@ -20,6 +20,7 @@ import transformer_zoo.modeling_zoo_layers as layers
 import transformer_zoo.modeling_zoo_decoder as decoder_module
 import transformer_zoo.modeling_zoo_encoder as encoder_module
 import transformer_zoo.modeling_zoo_seq2seq as seq2seq_module
+import transformer_zoo.modeling_zoo_vocabulary as vocabulary_module
 from transformer_zoo import (
     ZooDecoderConfig,
     ZooDecoderForCausalLM,
@@ -208,6 +209,29 @@ def test_mean_pooled_vit_refuses_leading_positions_and_computes_every_row():
 
 
 # ------------------------------------------------------------------------------------------ masked-LM loss rows
+def projected_row_counts(monkeypatch, weight) -> list:
+    """Records the leading dimension of every product by `weight` (the vocabulary projection), through F.linear or
+    the cache-line-aligned logits (RowAlignedLinear): the batch for the logits of every row, the number of rows for a
+    projection of selected rows."""
+    projected = []
+    original_linear = torch.nn.functional.linear
+    original_aligned = vocabulary_module.RowAlignedLinear.apply
+
+    def recording_linear(states, weight_, bias=None):
+        if weight_ is weight:
+            projected.append(states.shape[0])
+        return original_linear(states, weight_, bias)
+
+    def recording_aligned(states, weight_, *args):
+        if weight_ is weight:
+            projected.append(states.shape[0])
+        return original_aligned(states, weight_, *args)
+
+    monkeypatch.setattr(torch.nn.functional, "linear", recording_linear)
+    monkeypatch.setattr(vocabulary_module.RowAlignedLinear, "apply", recording_aligned)
+    return projected
+
+
 def masked_lm(fraction_labelled: float, sparse_prediction: bool = False, **overrides):
     torch.manual_seed(0)
     model = ZooEncoderForMaskedLM(ZooEncoderConfig.from_preset("tiny", sparse_prediction=sparse_prediction,
@@ -243,15 +267,7 @@ def test_masked_lm_loss_backpropagates_through_labelled_rows_with_the_same_resul
         scheme, extra_loss_on_logits, monkeypatch):
     """`logits` keeps every row and its own gradient path: a caller's loss on the logits still gets its gradient."""
     model, batch = masked_lm(0.15, position_embedding_type=scheme)
-    projected_rows = []
-    original_linear = torch.nn.functional.linear
-
-    def recording_linear(states, weight, bias=None):
-        if weight is model.lm_head.decoder.weight:
-            projected_rows.append(states.shape[0])
-        return original_linear(states, weight, bias)
-
-    monkeypatch.setattr(torch.nn.functional, "linear", recording_linear)
+    projected_rows = projected_row_counts(monkeypatch, model.lm_head.decoder.weight)
     kept = mlm_results(model, batch, extra_loss_on_logits)
     labelled = int((batch["labels"] != -100).sum())
     assert labelled < batch["labels"].numel() / 2
@@ -267,18 +283,10 @@ def test_masked_lm_loss_reads_the_logits_where_a_second_projection_does_not_pay(
     model, batch = masked_lm(0.9 if case == "most rows labelled" else 0.15)
     if case == "hooked projection":
         model.lm_head.decoder.register_forward_hook(lambda *args: None)
-    projected = []
-    original = torch.nn.functional.linear
-
-    def recording_linear(states, weight, bias=None):
-        if weight is model.lm_head.decoder.weight:
-            projected.append(tuple(states.shape))
-        return original(states, weight, bias)
-
-    monkeypatch.setattr(torch.nn.functional, "linear", recording_linear)
+    projected = projected_row_counts(monkeypatch, model.lm_head.decoder.weight)
     with torch.set_grad_enabled(case != "no gradient"):
         out = model(**batch)
-    assert projected == [(2, 20, model.config.hidden_size)]  # the logits' projection only
+    assert projected == [2]  # the logits' projection only
     monkeypatch.setattr(encoder_module, "loss_over_labelled_rows", every_row_lm_loss)
     with torch.set_grad_enabled(case != "no gradient"):
         torch.testing.assert_close(out.loss, model(**batch).loss, atol=0, rtol=0)
@@ -294,19 +302,6 @@ def test_masked_lm_with_gradient_accumulation_counts_the_same_items():
 
 
 # ------------------------------------------------------------------ causal-LM and encoder-decoder loss rows
-def projected_row_counts(monkeypatch, weight) -> list:
-    """Records the leading dimension of every F.linear call that multiplies by `weight` (the vocabulary projection):
-    the batch for the logits of every row, the number of rows for a projection of selected rows."""
-    projected = []
-    original_linear = torch.nn.functional.linear
-
-    def recording_linear(states, weight_, bias=None):
-        if weight_ is weight:
-            projected.append(states.shape[0])
-        return original_linear(states, weight_, bias)
-
-    monkeypatch.setattr(torch.nn.functional, "linear", recording_linear)
-    return projected
 
 
 def prompt_masked(family: str, fraction_labelled: float, **overrides):

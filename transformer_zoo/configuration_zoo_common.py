@@ -495,6 +495,10 @@ class ZooTextConfig(ZooConfig):
     pad_token_id: int | None = 0
     bos_token_id: int | None = None
     eos_token_id: int | list[int] | None = None
+    # On CPU in float32, language-model heads write their logits into rows padded to a whole number of cache lines
+    # when vocab_size is not a multiple of 16: the same values (`logits` is a view, its row stride the padded width),
+    # a faster product (modeling_zoo_vocabulary.py). False: the plain `lm_head` output.
+    row_aligned_logits: bool = True
 
     def validate_vocabulary(self):
         if self.vocab_size < 1:

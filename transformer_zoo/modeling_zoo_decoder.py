@@ -120,16 +120,17 @@ class ZooDecoderForCausalLM(ZooDecoderPreTrainedModel, ZooGenerationMixin):
             loss = chunked_causal_lm_loss(outputs.last_hidden_state, self.lm_head.weight, labels,
                                           self.config.loss_chunk_size, kwargs.get("num_items_in_batch"))
         else:
-            logits = self.vocabulary_logits(slice_logits_to_keep(outputs.last_hidden_state, logits_to_keep))
+            logits, loss_logits = self.vocabulary_projection(
+                slice_logits_to_keep(outputs.last_hidden_state, logits_to_keep))
         if labels is not None and not chunked:
             # transformers' ForCausalLMLoss (labels shifted, -100 ignored, num_items_in_batch), with less work; where
             # at most half the positions have a target (a masked prompt, padding), the backward runs over those only.
             if isinstance(logits_to_keep, int) and logits_to_keep == 0:
-                loss = loss_over_labelled_rows(outputs.last_hidden_state, logits, labels, self.lm_head,
+                loss = loss_over_labelled_rows(outputs.last_hidden_state, loss_logits, labels, self.lm_head,
                                                head_is_plain=plain_linears([self.lm_head]), shift=True,
                                                num_items_in_batch=kwargs.get("num_items_in_batch"))
             else:
-                loss = token_cross_entropy(logits, labels, kwargs.get("num_items_in_batch"), shift=True)
+                loss = token_cross_entropy(loss_logits, labels, kwargs.get("num_items_in_batch"), shift=True)
         return CausalLMOutputWithPast(
             loss=loss,
             logits=logits,

@@ -30,6 +30,7 @@ from .modeling_zoo_layers import (
 )
 from .modeling_zoo_stack import ZooStackMixin, build_token_embedding, leading_positions_read
 from .modeling_zoo_losses import loss_over_labelled_rows, share_of_accumulated_batch, token_cross_entropy
+from .modeling_zoo_vocabulary import project_vocabulary
 
 
 class ZooEncoderPreTrainedModel(ZooPreTrainedModel):
@@ -160,10 +161,11 @@ class ZooEncoderForMaskedLM(ZooEncoderPreTrainedModel):
                 loss = token_cross_entropy(logits, labels[labelled])
             else:
                 transformed = self.lm_head.transform(hidden)
-                logits = self.lm_head.decoder(transformed)
+                logits, loss_logits = project_vocabulary(self.lm_head.decoder, transformed,
+                                                         enabled=self.config.row_aligned_logits)
                 # The same loss as over every row, with a backward over the labelled rows only (about 15 % of
                 # them: 0.3 of the head's two backward products instead of 2).
-                loss = loss_over_labelled_rows(transformed, logits, labels, self.lm_head.decoder,
+                loss = loss_over_labelled_rows(transformed, loss_logits, labels, self.lm_head.decoder,
                                                head_is_plain=plain_linears([self.lm_head.decoder]), few_labelled=True)
             loss = share_of_accumulated_batch(loss, labels, kwargs.get("num_items_in_batch"))
         else:

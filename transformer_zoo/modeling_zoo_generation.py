@@ -46,6 +46,7 @@ from torch import nn
 from transformers.generation import GenerationMixin
 
 from .modeling_zoo_layers import plain_linears
+from .modeling_zoo_vocabulary import VocabularyLogits, project_vocabulary
 
 
 # Rows (sequences x positions) in one projection up to which the column-major copy is used. At 32,000 x 256 it was
@@ -159,7 +160,7 @@ def product_seconds(rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
 
 class ZooGenerationMixin(GenerationMixin):
     """transformers' GenerationMixin; `generate` decodes with the column-major output projection (module docstring).
-    The model's forward computes its logits with `vocabulary_logits`."""
+    The model's forward computes its logits with `vocabulary_projection`."""
 
     # The copy of the running `generate` call, in the instance's __dict__ for the call; None (this class attribute)
     # otherwise. Read as an attribute, not with `self.__dict__.get`: torch.compile guards an attribute that is None,
@@ -188,22 +189,34 @@ class ZooGenerationMixin(GenerationMixin):
             copy.compiled_steps = None if new_tokens is None else max(new_tokens - 1, 0)
         return compiled
 
-    def vocabulary_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        """`self.lm_head(hidden_states)`, through the column-major copy while `generate` decodes on CPU."""
+    def vocabulary_projection(self, hidden_states: torch.Tensor,
+                              extra_bias: torch.Tensor | None = None) -> VocabularyLogits:
+        """`self.lm_head(hidden_states) + extra_bias`: through the column-major copy while `generate` decodes on CPU,
+        else in cache-line-aligned rows where that pays (modeling_zoo_vocabulary.py)."""
+        logits = self._decoding_copy_logits(hidden_states)
+        if logits is None:
+            return project_vocabulary(self.lm_head, hidden_states, extra_bias,
+                                      enabled=self.config.row_aligned_logits)
+        if extra_bias is not None:
+            logits = logits.add_(extra_bias.to(logits.dtype))
+        return VocabularyLogits(logits, logits)
+
+    def _decoding_copy_logits(self, hidden_states: torch.Tensor) -> torch.Tensor | None:
+        """The logits through the column-major copy of the running `generate` call, or None where it does not apply."""
         head = self.lm_head
         copy = self._decoding_head_copy
         if copy is None or (torch.is_grad_enabled() and (head.weight.requires_grad or hidden_states.requires_grad)):
-            return head(hidden_states)
+            return None
         rows = hidden_states.shape[:-1].numel()
         if not torch.compiler.is_compiling():
             if head.weight.device.type != "cpu" or head.weight.dtype != torch.float32 or not plain_linears((head,)):
-                return head(hidden_states)
+                return None
             if not copy.compiled_decoding:
-                return head(hidden_states) if rows > DECODING_COPY_MAX_ROWS else copy.project(head, hidden_states)
+                return None if rows > DECODING_COPY_MAX_ROWS else copy.project(head, hidden_states)
             if not copy.prepared:
                 # The prefill, eager: each compiled decoding step will project one position per sequence.
                 copy.prepare_compiled_decoding(head, rows=hidden_states.shape[0])
         # Compiled decoding steps and their prefill: the copy chosen at the prefill, where the rest was checked.
         if copy.compiled_weight is None or rows > DECODING_COPY_MAX_ROWS:
-            return head(hidden_states)
+            return None
         return nn.functional.linear(hidden_states, copy.compiled_weight, head.bias)

@@ -235,9 +235,7 @@ class ZooSeq2SeqForConditionalGeneration(ZooSeq2SeqPreTrainedModel, ZooGeneratio
             decoder_position_ids=decoder_position_ids,
             **kwargs,
         )
-        # In place: the matrix product's backward does not need its output, and a second (tokens x vocabulary)
-        # buffer for the sum is work transformers' Marian and BART do.
-        logits = self.vocabulary_logits(outputs.last_hidden_state).add_(self.final_logits_bias.to(outputs.last_hidden_state.dtype))
+        logits, loss_logits = self.vocabulary_projection(outputs.last_hidden_state, extra_bias=self.final_logits_bias)
         loss = None
         if labels is not None:
             check_labels(labels, shape=logits.shape[:2], num_classes=self.config.vocab_size,
@@ -245,7 +243,7 @@ class ZooSeq2SeqForConditionalGeneration(ZooSeq2SeqPreTrainedModel, ZooGeneratio
             # Labels are already aligned with the decoder inputs (shifted above), so plain cross-entropy; the
             # `*ForConditionalGeneration` loss transformers would pick shifts again.
             # Where at most half the positions have a target, the backward runs over those only.
-            loss = loss_over_labelled_rows(outputs.last_hidden_state, logits, labels, self.lm_head,
+            loss = loss_over_labelled_rows(outputs.last_hidden_state, loss_logits, labels, self.lm_head,
                                            head_is_plain=plain_linears([self.lm_head]),
                                            logits_bias=self.final_logits_bias)
             loss = share_of_accumulated_batch(loss, labels, kwargs.get("num_items_in_batch"))
