@@ -11,6 +11,9 @@ plain / aligned. The loss and gradients of the two are compared first.
 Part 2, the product alone (no gradient) at a growing number of rows, eagerly: where the aligned layout starts to pay
 (modeling_zoo_vocabulary.MIN_MULTIPLY_ADDS). Part 3, the compiled training step at a growing number of rows: where the
 compiled path's weight copy is repaid (COMPILED_MIN_ROWS); that part forces the padded path below its threshold.
+Part 4, a whole model's training step: the zoo decoder at compare_hf.py's GPT-2 shape (d=256, 4 layers, 4 heads,
+8 x 256 tokens, 50,257-token vocabulary, dropout 0.1, sdpa, fused AdamW), config.row_aligned_logits True against
+False, eagerly and with the loss compiled as the recipes do.
 
     python benchmarks/row_aligned_logits.py --output benchmarks/results/row_aligned_logits_cpu.json
 """
@@ -158,6 +161,43 @@ def compiled_threshold_rows(args) -> list[dict]:
     return rows
 
 
+def model_rows(args) -> list[dict]:
+    """The zoo decoder's whole training step with and without the aligned rows, eagerly and with the loss compiled."""
+    from transformer_zoo import ZooDecoderConfig, ZooDecoderForCausalLM
+
+    torch.manual_seed(0)
+    config = ZooDecoderConfig(vocab_size=args.product_vocabulary, hidden_size=256, num_hidden_layers=4,
+                              num_attention_heads=4, intermediate_size=1024, max_position_embeddings=512)
+    model = ZooDecoderForCausalLM(config).train()
+    model.set_attn_implementation("sdpa")
+    ids = torch.randint(4, 1000, (8, 256), generator=torch.Generator().manual_seed(0))
+    batch = {"input_ids": ids, "labels": ids}
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    rows = []
+    for mode in ("eager", "compiled"):
+        runs = {}
+        for name, aligned in (("aligned", True), ("plain", False)):
+            def loss(inputs):
+                return model(**inputs).loss
+
+            if mode == "compiled":
+                loss = torch.compile(loss)
+
+            def step(loss=loss, aligned=aligned):
+                # Read while tracing: a compiled loss keeps one graph per setting (dynamo guards the attribute).
+                model.config.row_aligned_logits = aligned
+                loss(batch).backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+
+            runs[name] = step
+        result = alternate(runs, args.rounds, args.steps)
+        rows.append({"model": "zoo decoder, compare_hf GPT-2 shape", "mode": mode, **result})
+        print(f"model step {mode:8s}: plain {result['median_s']['plain'] * 1e3:7.1f} ms, aligned "
+              f"{result['median_s']['aligned'] * 1e3:7.1f} ms, {result['speedup']:.2f}x", flush=True)
+    return rows
+
+
 def plot(record: dict, path: Path) -> None:
     import matplotlib
 
@@ -203,6 +243,8 @@ def parse_args(argv=None):
                         default=[1, 4, 16, 64, 256, 1024, 2048], help="row counts of part 2")
     parser.add_argument("--compiled-rows", type=lambda s: [int(v) for v in s.split(",")],
                         default=[256, 512, 1024, 2048], help="row counts of part 3 (empty: skip)")
+    parser.add_argument("--parts", type=lambda s: [int(v) for v in s.split(",")], default=[1, 2, 3, 4],
+                        help="which parts to run, comma-separated (default: all four)")
     parser.add_argument("--rounds", type=int, default=6, help="alternating rounds; the median is reported")
     parser.add_argument("--steps", type=int, default=2, help="runs per layout per round; the best counts")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
@@ -225,14 +267,15 @@ def main(argv=None):
             args.output.write_text(json.dumps(record, indent=1))
 
     # Written after each part, so a cut-off run keeps what it finished.
-    record["training"] = training_rows(args)
-    save()
-    record["product"] = product_rows(args)
-    save()
-    if args.compiled_rows:
-        record["compiled_threshold"] = compiled_threshold_rows(args)
-    save()
-    if args.output:
+    parts = {1: ("training", training_rows), 2: ("product", product_rows),
+             3: ("compiled_threshold", compiled_threshold_rows), 4: ("model", model_rows)}
+    for number in args.parts:
+        key, run = parts[number]
+        if number == 3 and not args.compiled_rows:
+            continue
+        record[key] = run(args)
+        save()
+    if args.output and "training" in record:
         plot(record, args.output.with_suffix(".png"))
 
 

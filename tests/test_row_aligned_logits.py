@@ -172,6 +172,16 @@ def test_greedy_generation_is_the_same_with_aligned_rows(every_product):
         torch.testing.assert_close(a, b)
 
 
+@pytest.fixture
+def compile_errors_raise(monkeypatch):
+    """A graph that fails to compile must fail the test, not run eagerly: the recipes set dynamo's suppress_errors
+    for the process, and earlier tests in a full run can leave it set (or, in a full CI run, hidden: torch's config
+    then refuses to read it). raising=False sets it either way; the undo puts back what was there."""
+    import torch._dynamo
+
+    monkeypatch.setattr(torch._dynamo.config, "suppress_errors", False, raising=False)
+
+
 class GraphShapes:
     """A torch.compile backend that records the shapes of every matrix product in the traced forward graph."""
 
@@ -186,7 +196,7 @@ class GraphShapes:
 
 
 @pytest.mark.parametrize("family", ["decoder", "seq2seq", "encoder"])
-def test_compiled_loss_uses_padded_rows_with_the_same_loss_and_gradients(family, monkeypatch):
+def test_compiled_loss_uses_padded_rows_with_the_same_loss_and_gradients(family, monkeypatch, compile_errors_raise):
     monkeypatch.setattr(vocabulary_module, "COMPILED_MIN_ROWS", 0)
     model = build(family)
     batch = batch_for(family, 0.3 if family == "encoder" else 1.0)
@@ -205,7 +215,7 @@ def test_compiled_loss_uses_padded_rows_with_the_same_loss_and_gradients(family,
     assert_same_results((out.logits, out.loss.detach(), grads), eager)
 
 
-def test_compiled_graphs_keep_the_plain_layout_below_the_measured_rows():
+def test_compiled_graphs_keep_the_plain_layout_below_the_measured_rows(compile_errors_raise):
     model = build("decoder")
     recorder = GraphShapes()
     torch._dynamo.reset()
