@@ -22,8 +22,7 @@ COMPILED_MIN_ROWS rows.
 
 Only where it was measured: float32 on CPU, a plain hook-free `nn.Linear` (a PEFT-wrapped or hooked head is called as
 a module), products of at least MIN_MULTIPLY_ADDS (below that the two layouts took the same time, or the padding's
-overhead was not repaid). `config.row_aligned_logits=False`
-turns it off.
+overhead was not repaid). `config.row_aligned_logits=False` turns it off.
 
 This file is copied into saved checkpoints for `trust_remote_code`, so it imports nothing from transformer_zoo by
 absolute name.
@@ -43,7 +42,8 @@ from .modeling_zoo_layers import plain_linears
 ROW_ALIGNMENT_BYTES = 64
 # Multiply-adds (rows x vocabulary x hidden) from which the padded layout is used eagerly: at 50,257 x 256 it was
 # faster from 64 rows (about 8e8 multiply-adds; 1.07x, 1.32x at 256 rows) and 0.96-0.99x at 1 to 16 rows; in smaller
-# products the autograd function's own overhead is not repaid (2,048 x 1,001 x 32 ran 0.75x).
+# products the autograd function's own overhead is not repaid (a 2,048 x 1,001 x 32 head step ran 0.75x in a
+# two-round trial of the benchmark, not committed).
 MIN_MULTIPLY_ADDS = 8 * 10**8
 # Under torch.compile the padded product copies the weight once per call (and slices its gradient), which a product
 # of few rows does not repay: a compiled training step at 50,257 x 256 took 0.96x at 256 rows, 1.08x at 512, 1.05x at
