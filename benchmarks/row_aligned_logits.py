@@ -26,6 +26,7 @@ import os
 import statistics
 import time
 from pathlib import Path
+from unittest import mock
 
 import torch
 from torch import nn
@@ -116,36 +117,29 @@ def product_rows(args) -> list[dict]:
     rows = []
     vocabulary = args.product_vocabulary
     head, _, _ = head_and_batch(vocabulary, 1, args.hidden)
-    saved = vocabulary_module.MIN_MULTIPLY_ADDS
-    vocabulary_module.MIN_MULTIPLY_ADDS = 0
-    try:
-        with torch.no_grad():
-            for count in args.product_rows:
-                states = torch.randn(1, count, args.hidden)
-                repeats = max(1, 256 // count)  # small products are memory-bound: ~7 ms each at 50,257 x 256
+    with mock.patch.object(vocabulary_module, "MIN_MULTIPLY_ADDS", 0), torch.no_grad():
+        for count in args.product_rows:
+            states = torch.randn(1, count, args.hidden)
+            repeats = max(1, 256 // count)  # small products are memory-bound: ~7 ms each at 50,257 x 256
 
-                def run(aligned):
-                    def product():
-                        for _ in range(repeats):
-                            vocabulary_module.project_vocabulary(head, states, enabled=aligned)
-                    return product
+            def run(aligned):
+                def product():
+                    for _ in range(repeats):
+                        vocabulary_module.project_vocabulary(head, states, enabled=aligned)
+                return product
 
-                result = alternate({"aligned": run(True), "plain": run(False)}, args.rounds, args.steps)
-                result["median_s"] = {k: v / repeats for k, v in result["median_s"].items()}
-                rows.append({"rows": count, "vocabulary": vocabulary, **result})
-                print(f"product, {count:5d} rows: plain {result['median_s']['plain'] * 1e3:8.2f} ms, aligned "
-                      f"{result['median_s']['aligned'] * 1e3:8.2f} ms, {result['speedup']:.2f}x", flush=True)
-    finally:
-        vocabulary_module.MIN_MULTIPLY_ADDS = saved
+            result = alternate({"aligned": run(True), "plain": run(False)}, args.rounds, args.steps)
+            result["median_s"] = {k: v / repeats for k, v in result["median_s"].items()}
+            rows.append({"rows": count, "vocabulary": vocabulary, **result})
+            print(f"product, {count:5d} rows: plain {result['median_s']['plain'] * 1e3:8.2f} ms, aligned "
+                  f"{result['median_s']['aligned'] * 1e3:8.2f} ms, {result['speedup']:.2f}x", flush=True)
     return rows
 
 
 def compiled_threshold_rows(args) -> list[dict]:
     """The compiled training step at each row count, COMPILED_MIN_ROWS set aside."""
     rows = []
-    saved = vocabulary_module.COMPILED_MIN_ROWS
-    vocabulary_module.COMPILED_MIN_ROWS = 0
-    try:
+    with mock.patch.object(vocabulary_module, "COMPILED_MIN_ROWS", 0):
         for count in args.compiled_rows:
             head, hidden, labels = head_and_batch(args.product_vocabulary, count, args.hidden)
             runs = {}
@@ -156,8 +150,6 @@ def compiled_threshold_rows(args) -> list[dict]:
             rows.append({"rows": count, "vocabulary": args.product_vocabulary, **result})
             print(f"compiled step, {count:5d} rows: plain {result['median_s']['plain'] * 1e3:8.2f} ms, aligned "
                   f"{result['median_s']['aligned'] * 1e3:8.2f} ms, {result['speedup']:.2f}x", flush=True)
-    finally:
-        vocabulary_module.COMPILED_MIN_ROWS = saved
     return rows
 
 

@@ -76,14 +76,19 @@ def results(model, batch, extra_loss_on_logits: bool):
     return out.logits, out.loss.detach(), grads
 
 
+# The same products, and a softmax whose sum has exact zeros (exp(-inf)) appended: on this machine the results came
+# out bit-identical, but a BLAS may block a product differently for another row stride, and a vectorised sum groups a
+# longer row differently, so float32 rounding of reordered sums, carried through two layers and a backward pass, is
+# allowed: the bound test_skipped_work.py and test_optimised_paths.py use for the same kind of difference.
+TOLERANCE = dict(atol=2e-5, rtol=1e-4)
+
+
 def assert_same_results(aligned, plain):
-    # The same products and a softmax over the same values plus exact zeros (exp(-inf)): PyTorch's float32 default
-    # tolerances, no looser.
-    torch.testing.assert_close(aligned[0].detach(), plain[0].detach())
-    torch.testing.assert_close(aligned[1], plain[1])
+    torch.testing.assert_close(aligned[0].detach(), plain[0].detach(), **TOLERANCE)
+    torch.testing.assert_close(aligned[1], plain[1], **TOLERANCE)
     assert aligned[2].keys() == plain[2].keys() and aligned[2]
     for name in plain[2]:
-        torch.testing.assert_close(aligned[2][name], plain[2][name], msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(aligned[2][name], plain[2][name], **TOLERANCE, msg=lambda m: f"{name}: {m}")
 
 
 @pytest.mark.parametrize("vocabulary, element_size, width", [
@@ -124,10 +129,11 @@ def test_the_loss_reads_padded_rows_whose_padding_has_zero_probability(family, e
     assert torch.equal(loss_logits[..., :VOCABULARY], logits)
     assert torch.all(loss_logits[..., VOCABULARY:] == float("-inf"))
     expected = head(hidden) + (0 if extra is None else extra)
-    torch.testing.assert_close(logits, expected)
+    torch.testing.assert_close(logits, expected, **TOLERANCE)
     # Usual ways of reading logits still work on the strided view.
     assert logits.view(-1, VOCABULARY).shape == (40, VOCABULARY)
-    torch.testing.assert_close(torch.log_softmax(loss_logits, -1)[..., :VOCABULARY], torch.log_softmax(expected, -1))
+    torch.testing.assert_close(torch.log_softmax(loss_logits, -1)[..., :VOCABULARY], torch.log_softmax(expected, -1),
+                               **TOLERANCE)
 
 
 def test_products_below_the_measured_size_keep_the_plain_layout():
@@ -169,7 +175,7 @@ def test_greedy_generation_is_the_same_with_aligned_rows(every_product):
     plain = model.generate(prompt, **kwargs)
     assert torch.equal(aligned.sequences, plain.sequences)
     for a, b in zip(aligned.scores, plain.scores):
-        torch.testing.assert_close(a, b)
+        torch.testing.assert_close(a, b, **TOLERANCE)
 
 
 @pytest.fixture
