@@ -165,6 +165,21 @@ def test_the_plain_layout_where_the_aligned_one_does_not_apply(case, every_produ
         assert seen == [(2, 20, vocab_size)]  # the hook saw the head's own call
 
 
+@pytest.mark.parametrize("family", ["decoder", "seq2seq", "encoder"])
+def test_autocast_keeps_the_plain_product_in_the_autocast_dtype(family, every_product):
+    """Under torch.autocast(bfloat16) the head must compute what autocast asks for, as `lm_head(hidden)` does: a
+    bfloat16 product. A product written with mm(out=float32 buffer) would silently run in float32 instead."""
+    model = build(family)  # eval: no dropout, so the two calls below see the same inputs
+    batch = batch_for(family)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        aligned = results(model, batch, extra_loss_on_logits=False)
+        model.config.row_aligned_logits = False
+        plain = results(model, batch, extra_loss_on_logits=False)
+    assert aligned[0].dtype == torch.bfloat16 and aligned[0].stride(-2) == VOCABULARY
+    # Both run the head's plain call, so the same bits.
+    assert torch.equal(aligned[0], plain[0]) and torch.equal(aligned[1], plain[1])
+
+
 def test_greedy_generation_is_the_same_with_aligned_rows(every_product):
     model = build("decoder")
     model.config.decoding_head_copy = False  # every step's projection through the layout under test

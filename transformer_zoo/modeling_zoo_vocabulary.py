@@ -20,8 +20,9 @@ view breaks the graph, the product is taken with the weight padded by zero rows 
 the loss reads the logits view; that copy only pays for many rows, so a graph pads only while training on at least
 COMPILED_MIN_ROWS rows.
 
-Only where it was measured: float32 on CPU, a plain hook-free `nn.Linear` (a PEFT-wrapped or hooked head is called as
-a module), products of at least MIN_MULTIPLY_ADDS (below that the two layouts took the same time, or the padding's
+Only where it was measured: float32 on CPU outside autocast (under `torch.autocast` the plain call is kept, so the
+product runs in the autocast dtype as the user asked; `mm(out=...)` would ignore it), a plain hook-free `nn.Linear`
+(a PEFT-wrapped or hooked head is called as a module), products of at least MIN_MULTIPLY_ADDS (below that the two layouts took the same time, or the padding's
 overhead was not repaid). `config.row_aligned_logits=False` turns it off.
 
 This file is copied into saved checkpoints for `trust_remote_code`, so it imports nothing from transformer_zoo by
@@ -106,7 +107,7 @@ def row_alignment_applies(head: nn.Module, hidden: torch.Tensor, enabled: bool =
         return False
     weight = head.weight
     if (weight.device.type != "cpu" or weight.dtype != torch.float32 or hidden.dtype != torch.float32
-            or weight.shape[0] * weight.element_size() % ROW_ALIGNMENT_BYTES == 0):
+            or torch.is_autocast_enabled("cpu") or weight.shape[0] * weight.element_size() % ROW_ALIGNMENT_BYTES == 0):
         return False
     rows = hidden.shape[:-1].numel()
     if torch.compiler.is_compiling():
