@@ -20,6 +20,7 @@ from transformer_zoo.training.domain_adaptation import (
     resize_and_initialise,
     train_tokenizer_like,
 )
+from transformer_zoo.training.corpora import load_corpus
 from transformer_zoo.training.tokenization import train_tokenizer
 
 
@@ -521,3 +522,26 @@ def test_downstream_jobs_flag_refuses_nonsense():
     with pytest.raises(SystemExit):
         adaptation_parser().parse_args(["--downstream_jobs", "0"])
     assert adaptation_parser().parse_args(["--downstream_jobs", "3"]).downstream_jobs == 3
+
+
+@pytest.mark.parametrize("count, seed", [(36, 1), (500, 0), (12, 7)])
+def test_stratified_subset_is_datasets_own_stratified_split_row_for_row(count, seed):
+    """stratified_subset reads the labels in one batch instead of datasets' row-at-a-time read; the rows drawn must be
+    train_test_split's, also on a dataset reordered by an indices mapping."""
+    import datasets
+
+    from transformer_zoo.training.adaptation_data import stratified_subset
+
+    corpus = load_corpus("hadith-ur", seed=0)
+    for dataset in (corpus["validation"], corpus["validation"].shuffle(seed=5).select(range(2000))):
+        reference = dataset.train_test_split(test_size=count, stratify_by_column="label", seed=seed)["test"]
+        subset = stratified_subset(dataset, count, seed)
+        assert subset["text"] == reference["text"] and subset["label"] == reference["label"]
+    assert stratified_subset(corpus["validation"], None, seed) is corpus["validation"]
+    lonely = datasets.Dataset.from_dict({"text": list("abcde"), "label": [0, 0, 1, 1, 2]},
+                                        features=datasets.Features({"text": datasets.Value("string"),
+                                                                    "label": datasets.ClassLabel(num_classes=3)}))
+    with pytest.raises(ValueError, match="at least 2 rows of every label"):
+        stratified_subset(lonely, 3, seed)
+    with pytest.raises(ValueError, match="ClassLabel"):
+        stratified_subset(lonely.cast_column("label", datasets.Value("int64")), 3, seed)
