@@ -82,6 +82,9 @@ QUICK = ["--max_train_paragraphs", "200", "--eval_paragraphs", "30", "--urdu_voc
 # improving at the last evaluation and gained +0.025 test accuracy with 8 (docs/urdu/convergence-full-4epochs.md),
 # and the 300-paragraph validation loss moves by ~0.03 between evaluations, so a shorter patience stops on noise.
 STUDY_DOWNSTREAM = ["--downstream_mode", "full", "--downstream_epochs", "8", "--downstream_patience", "5"]
+# A --quick study checks the pipeline, not convergence: at most two downstream epochs instead of the study's eight (its
+# end-to-end test runs eight downstream fine-tunes, and at eight epochs that test was the longest in the suite).
+QUICK_DOWNSTREAM = ["--downstream_epochs", "2", "--downstream_patience", "2"]
 QUICK_SMOLLM2 = ["--max_steps", "2", "--eval_steps", "1", "--bpb_sentences", "3", "--per_device_batch_size", "2"]
 
 
@@ -98,7 +101,7 @@ def task_flags(arm: str, seed: int, budget: str, english_task: bool, threads: in
         flags += ["--measure_unadapted", "false", "--downstream_models", "adapted"]
     if arm != "smollm2":
         flags += ["--word_l2r", "true"]  # the study reports both pseudo-likelihoods; the recipe only Salazar et al.'s
-        flags += STUDY_DOWNSTREAM
+        flags += STUDY_DOWNSTREAM + (QUICK_DOWNSTREAM if budget == "quick" else [])
     if english_task and arm != "smollm2":
         flags += ["--english_downstream", "true"]
     return flags
@@ -109,7 +112,7 @@ def budget_downstream_flags(budget: str) -> list[str]:
     flags = {"quick": QUICK, "default": []}[budget]
     pairs = zip(flags[::2], flags[1::2])
     return [item for flag, value in pairs if flag.startswith("--downstream") for item in (flag, value)] \
-        + STUDY_DOWNSTREAM
+        + STUDY_DOWNSTREAM + (QUICK_DOWNSTREAM if budget == "quick" else [])
 
 
 def current_protocol(budget: str) -> dict:
