@@ -410,6 +410,8 @@ def test_compile_falls_back_to_eager(tmp_path, data_dir, monkeypatch):
     _, eager_losses = _tiny_decoder_run(data_dir, tmp_path / "eager", "false")
     assert attempts, "--compile true did not compile the training forward"
     assert compiled_losses == eager_losses and len(eager_losses) == 4
+    # The guard was on only around the recipe's compiled calls: the process keeps its own setting.
+    assert torch._dynamo.config.suppress_errors is False
 
 
 def test_compile_flag_accepts_auto_true_false(tmp_path):

@@ -65,12 +65,14 @@ def training_loss(model: torch.nn.Module, loss_fn, accelerator: Accelerator, com
     In one process the compiled loss runs with dynamo capturing data-dependent sizes: the zoo's masked-LM loss
     projects only the labelled rows (modeling_zoo_losses.loss_over_labelled_rows), a count known from the data,
     and would otherwise keep every row under compile, which made the compiled BERT-sized step slower than the eager
-    one (benchmarks/results/compare_hf_compiled_loss_cpu.json). The setting applies only while the step runs."""
+    one (benchmarks/results/compare_hf_compiled_loss_cpu.json).
+
+    Both dynamo settings (the guard, `suppress_errors`, and the size capture) apply only while the step's compiled
+    call runs, where compilation happens: the caller's process keeps its own dynamo configuration."""
     if not compile_it:
         return lambda batch: loss_fn(model, batch)
     import torch._dynamo
 
-    torch._dynamo.config.suppress_errors = True
     wrapped = accelerator.num_processes > 1
     try:
         if wrapped:
@@ -85,13 +87,14 @@ def training_loss(model: torch.nn.Module, loss_fn, accelerator: Accelerator, com
     logger.info(f"--compile: the training {'forward' if wrapped else 'loss'} is compiled by torch.compile (the first "
                 "steps include compilation; graphs that fail to compile fall back to eager with a warning).",
                 main_process_only=True)
-    if wrapped:
-        # The compiled model returns its logits, which the backward pays for anyway: selecting the labelled rows too
-        # would add work, not save it.
-        return compiled
+    settings = {"suppress_errors": True}
+    if not wrapped:
+        # A compiled model returns its logits, which the backward pays for anyway: selecting the labelled rows too
+        # would add work, not save it; so only the compiled loss captures data-dependent sizes.
+        settings["capture_dynamic_output_shape_ops"] = True
 
     def step(batch):
-        with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        with torch._dynamo.config.patch(**settings):
             return compiled(batch)
 
     return step
