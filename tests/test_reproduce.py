@@ -265,7 +265,8 @@ def test_translation_quick_preset_end_to_end(tmp_path):
     """The translation experiment's quick preset (seconds): real Bible and Quran pairs, every table-3 row, the report
     files, and numbers that behave as they must even at this size."""
     script = load_script()
-    assert script.main(["--experiment", "translation", "--preset", "quick", "--output", str(tmp_path),
+    # Two worker processes, as the preset runs on this machine: the rows are independent runs.
+    assert script.main(["--experiment", "translation", "--preset", "quick", "--output", str(tmp_path), "--jobs", "2",
                         "--no-progress"]) == 0
     record = json.loads((tmp_path / "translation.json").read_text())
     assert record["preset"] == "quick" and record["seeds"] == [0, 1]

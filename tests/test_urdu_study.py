@@ -164,8 +164,9 @@ def test_quick_study_end_to_end(tmp_path):
     """Two arms, one seed, the --quick budget: real recipe runs in their own processes, then the outputs; a rerun
     skips what is done."""
     out = tmp_path / "study"
-    study = study_module.main(["--quick", "--arms", "unadapted,mean", "--seeds", "1", "--output-dir", str(out),
-                               "--english-task-arms", "none"])
+    # Two runs at a time, as the study runs on this machine (each process pays ~7 s of imports).
+    study = study_module.main(["--quick", "--jobs", "2", "--arms", "unadapted,mean", "--seeds", "1", "--output-dir",
+                               str(out), "--english-task-arms", "none"])
     assert study["arms"] == ["unadapted", "mean"]
     on_disk = json.loads((out / "study.json").read_text())
     for arm in ("unadapted", "mean"):
