@@ -248,22 +248,30 @@ def peak_memory(family: str, attn: str, args) -> dict:
     return result
 
 
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--families", default=",".join(FAMILIES), help="comma-separated subset of: %(default)s")
-    parser.add_argument("--attn", default="eager,sdpa", help="attention implementations to time (default: %(default)s)")
+def add_shape_and_timing_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model shape build_pair reads and the timing of compare(); benchmarks/throughput_mfu.py shares them."""
     parser.add_argument("--hidden", type=int, default=256, help="model width d (default: %(default)s)")
     parser.add_argument("--layers", type=int, default=4, help="layers (each of encoder and decoder) (default: %(default)s)")
     parser.add_argument("--heads", type=int, default=4, help="attention heads (default: %(default)s)")
     parser.add_argument("--seq-len", type=int, default=256, help="training sequence length (default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=8, help="training batch size (default: %(default)s)")
-    parser.add_argument("--vocab-size", type=int, default=50257, help="GPT-2 / nanoGPT vocabulary (default: %(default)s)")
+    parser.add_argument("--vocab-size", type=int, default=50257,
+                        help="GPT-2 / nanoGPT vocabulary (Llama and the encoder-decoders use 32,000, BERT 30,522) "
+                             "(default: %(default)s)")
     parser.add_argument("--image-size", type=int, default=224, help="ViT image size (default: %(default)s)")
     parser.add_argument("--patch-size", type=int, default=16, help="ViT patch size (default: %(default)s)")
-    parser.add_argument("--new-tokens", type=int, default=64, help="tokens per timed generation (default: %(default)s)")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds; the median is reported (default: %(default)s)")
     parser.add_argument("--steps", type=int, default=3, help="runs per side per round; the best counts (default: %(default)s)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs per side first (default: %(default)s)")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--families", default=",".join(FAMILIES), help="comma-separated subset of: %(default)s")
+    parser.add_argument("--attn", default="eager,sdpa", help="attention implementations to time (default: %(default)s)")
+    add_shape_and_timing_arguments(parser)
+    parser.add_argument("--new-tokens", type=int, default=64, help="tokens per timed generation (default: %(default)s)")
     parser.add_argument("--compile", action="store_true", help="also time both sides under torch.compile (sdpa only)")
     parser.add_argument("--compile-target", choices=("model", "loss"), default="model",
                         help="what --compile compiles: the model (its graph returns logits and loss) or the function "
@@ -274,7 +282,6 @@ def parse_args(argv=None):
     parser.add_argument("--table", type=Path, default=None, help="print the Markdown table of an existing results file")
     parser.add_argument("--memory-only", action="store_true",
                         help="only measure memory (sdpa), adding it to the rows of an existing --output file")
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
     parser.add_argument("--output", type=Path, default=None, help="write the results as JSON to this file")
     return parser.parse_args(argv)
 

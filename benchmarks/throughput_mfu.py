@@ -283,24 +283,12 @@ def parse_args(argv=None):
                              "raises) (default: %(default)s)")
     parser.add_argument("--compile", action="store_true",
                         help="time the function batch -> loss under torch.compile on both sides, as the recipes do")
-    parser.add_argument("--hidden", type=int, default=256, help="model width d (default: %(default)s)")
-    parser.add_argument("--layers", type=int, default=4, help="layers (each of encoder and decoder) (default: %(default)s)")
-    parser.add_argument("--heads", type=int, default=4, help="attention heads (default: %(default)s)")
-    parser.add_argument("--seq-len", type=int, default=256, help="training sequence length (default: %(default)s)")
-    parser.add_argument("--batch-size", type=int, default=8, help="training batch size (default: %(default)s)")
-    parser.add_argument("--vocab-size", type=int, default=50257,
-                        help="GPT-2 / nanoGPT vocabulary (the others use compare_hf.py's) (default: %(default)s)")
-    parser.add_argument("--image-size", type=int, default=224, help="ViT image size (default: %(default)s)")
-    parser.add_argument("--patch-size", type=int, default=16, help="ViT patch size (default: %(default)s)")
-    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds; the median is reported (default: %(default)s)")
-    parser.add_argument("--steps", type=int, default=3, help="steps per side per round; the best counts (default: %(default)s)")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed steps per side first (default: %(default)s)")
+    compare_hf.add_shape_and_timing_arguments(parser)
     parser.add_argument("--peak-size", type=int, default=None,
                         help="side of the square matrices of the peak measurement (default: 8192 on a GPU, 2048 "
                              "on a CPU)")
     parser.add_argument("--peak-repeats", type=int, default=20, help="products timed for the peak; the best counts "
                                                                      "(default: %(default)s)")
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
     parser.add_argument("--table", type=Path, default=None, help="print the Markdown table of an existing results file")
     parser.add_argument("--output", type=Path, default=None, help="write the results as JSON (and a PNG beside it)")
     args = parser.parse_args(argv)
