@@ -404,14 +404,17 @@ def test_compile_falls_back_to_eager(tmp_path, data_dir, monkeypatch):
 
     original = torch.compile
     monkeypatch.setattr(torch, "compile", lambda model, **kw: original(model, backend=failing_backend))
-    monkeypatch.setattr(torch._dynamo.config, "suppress_errors", False)  # set back after the test
-    _, compiled_losses = _tiny_decoder_run(data_dir, tmp_path / "compiled", "true")
-    torch._dynamo.reset()
-    _, eager_losses = _tiny_decoder_run(data_dir, tmp_path / "eager", "false")
+    # torch's own patch, not monkeypatch: pytest >= 9.1 restores an attribute missing from a module's __dict__ by
+    # deleting it, and torch's config modules keep their entries outside __dict__, so a deleted entry stays hidden
+    # ("suppress_errors does not exist") and every later torch.compile in the run fails.
+    with torch._dynamo.config.patch(suppress_errors=False):
+        _, compiled_losses = _tiny_decoder_run(data_dir, tmp_path / "compiled", "true")
+        torch._dynamo.reset()
+        _, eager_losses = _tiny_decoder_run(data_dir, tmp_path / "eager", "false")
+        # The guard was on only around the recipe's compiled calls: the process keeps its own setting.
+        assert torch._dynamo.config.suppress_errors is False
     assert attempts, "--compile true did not compile the training forward"
     assert compiled_losses == eager_losses and len(eager_losses) == 4
-    # The guard was on only around the recipe's compiled calls: the process keeps its own setting.
-    assert torch._dynamo.config.suppress_errors is False
 
 
 def test_compile_flag_accepts_auto_true_false(tmp_path):

@@ -194,13 +194,14 @@ def test_greedy_generation_is_the_same_with_aligned_rows(every_product):
 
 
 @pytest.fixture
-def compile_errors_raise(monkeypatch):
-    """A graph that fails to compile must fail the test, not run eagerly: the recipes set dynamo's suppress_errors
-    for the process, and earlier tests in a full run can leave it set (or, in a full CI run, hidden: torch's config
-    then refuses to read it). raising=False sets it either way; the undo puts back what was there."""
+def compile_errors_raise():
+    """A graph that fails to compile must fail the test, not run eagerly (dynamo's suppress_errors off). Set with
+    torch's own patch, not monkeypatch: pytest >= 9.1 restores an attribute missing from a module's __dict__ by
+    deleting it, which hides a torch config entry for the rest of the run."""
     import torch._dynamo
 
-    monkeypatch.setattr(torch._dynamo.config, "suppress_errors", False, raising=False)
+    with torch._dynamo.config.patch(suppress_errors=False):
+        yield
 
 
 class GraphShapes:
