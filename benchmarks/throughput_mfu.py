@@ -11,7 +11,7 @@ same weights, logits checked to agree) is moved to --device in --precision:
 
 Then, for each side:
 
-* FLOPs of one training step (forward and backward), counted with torch.utils.flop_counter's formulas for every
+* FLOPs of one eager training step (forward and backward), counted with torch.utils.flop_counter's formulas for every
   matrix product, convolution and attention kernel that runs (the CPU flash kernel, which it does not list, with its
   SDPA formula). The peer's count is the
   model FLOPs of the step, the arithmetic the standard dense model needs; both sides' MFU use it, so the zoo's skipped
@@ -182,11 +182,12 @@ def measure_family(family: str, args, device: torch.device, peak: float) -> dict
              for key, value in batch.items()}
     if args.compile:
         torch._dynamo.reset()  # a fresh dynamo per family, never between the sides (compare_hf.py says why)
-    steps = {"zoo": compare_hf.training_step(zoo, batch, compile_loss=args.compile),
-             "peer": compare_hf.training_step(peer, batch, compile_loss=args.compile)}
-    for side, step in steps.items():
+    models = {"zoo": zoo, "peer": peer}
+    steps = {side: compare_hf.training_step(model, batch, compile_loss=args.compile) for side, model in models.items()}
+    for side, model in models.items():
         try:
-            row[side] = counted_step(step, device, args)
+            # Counted on an eager step, not through a dispatch mode around a compiled function's compiling call.
+            row[side] = counted_step(compare_hf.training_step(model, batch), device, args)
         except RuntimeError as error:  # e.g. a call the flash kernel cannot take under --sdpa-backend flash
             row[side] = {"error": str(error).splitlines()[0]}
     if any("error" in row[side] for side in steps):
