@@ -176,8 +176,11 @@ def test_autocast_keeps_the_plain_product_in_the_autocast_dtype(family, every_pr
         model.config.row_aligned_logits = False
         plain = results(model, batch, extra_loss_on_logits=False)
     assert aligned[0].dtype == torch.bfloat16 and aligned[0].stride(-2) == VOCABULARY
-    # Both run the head's plain call, so the same bits.
-    assert torch.equal(aligned[0], plain[0]) and torch.equal(aligned[1], plain[1])
+    # Both run the head's plain call: the same bits here. Another BLAS may block the bf16 products differently for
+    # another buffer alignment, which can round a bfloat16 logit one unit (2**-8 relative) the other way: PyTorch's
+    # default bfloat16 tolerance (rtol 1.6e-2) allows that and no more; the float32 loss gets the project's bound.
+    torch.testing.assert_close(aligned[0], plain[0])
+    torch.testing.assert_close(aligned[1], plain[1], **TOLERANCE)
 
 
 def test_greedy_generation_is_the_same_with_aligned_rows(every_product):
