@@ -22,8 +22,9 @@ COMPILED_MIN_ROWS rows.
 
 Only where it was measured: float32 on CPU outside autocast (under `torch.autocast` the plain call is kept, so the
 product runs in the autocast dtype as the user asked; `mm(out=...)` would ignore it), a plain hook-free `nn.Linear`
-(a PEFT-wrapped or hooked head is called as a module), products of at least MIN_MULTIPLY_ADDS (below that the two layouts took the same time, or the padding's
-overhead was not repaid). `config.row_aligned_logits=False` turns it off.
+(a PEFT-wrapped or hooked head is called as a module), products of at least MIN_MULTIPLY_ADDS (below that the two
+layouts took the same time, or the padding's overhead was not repaid). `config.row_aligned_logits=False` turns it
+off.
 
 This file is copied into saved checkpoints for `trust_remote_code`, so it imports nothing from transformer_zoo by
 absolute name.

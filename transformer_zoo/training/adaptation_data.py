@@ -92,8 +92,9 @@ def stratified_subset(dataset: datasets.Dataset, count: int | None, seed: int) -
     stratify_by_column="label", seed=seed)["test"]` returns (tests/test_domain_adaptation.py compares the two).
 
     train_test_split reads the labels as `np.asarray(dataset.with_format("numpy")["label"])`, which in datasets 5 walks
-    a lazy column one row at a time: 5.8 s of a 31 s quick adaptation run for its three subsets of ~11k rows. Here
-    the labels are read as one batch and handed to the same draw datasets uses, with the same generator."""
+    a lazy column one row at a time: 1.7-2.1 s per subset of hadith-ur's 26,904-row train split, 0.2 s of its
+    3,363-row splits. Here the labels are read as one batch (0.13-0.36 s and 0.02-0.03 s) and handed to the same draw
+    datasets uses, with the same generator."""
     if count is None or count >= len(dataset):
         return dataset
     from datasets.utils.stratify import stratified_shuffle_split_generate_indices
