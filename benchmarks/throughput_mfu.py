@@ -186,8 +186,10 @@ def measure_family(family: str, args, device: torch.device, peak: float) -> dict
     steps = {side: compare_hf.training_step(model, batch, compile_loss=args.compile) for side, model in models.items()}
     for side, model in models.items():
         try:
-            # Counted on an eager step, not through a dispatch mode around a compiled function's compiling call.
-            row[side] = counted_step(compare_hf.training_step(model, batch), device, args)
+            # Counted on an eager step (a fresh one under --compile: not through a dispatch mode around the compiled
+            # function's compiling call); eagerly it is the timed step's first, which also creates its optimiser state.
+            eager = compare_hf.training_step(model, batch) if args.compile else steps[side]
+            row[side] = counted_step(eager, device, args)
         except RuntimeError as error:  # e.g. a call the flash kernel cannot take under --sdpa-backend flash
             row[side] = {"error": str(error).splitlines()[0]}
     if any("error" in row[side] for side in steps):
@@ -200,9 +202,17 @@ def measure_family(family: str, args, device: torch.device, peak: float) -> dict
                rounds={side: timed["rounds"][side] for side in steps})
     for side in steps:
         seconds = timed[f"{side}_s"]
-        row[side].update(step_s=seconds, tokens_per_s=tokens / seconds, mfu=model_flops / seconds / peak,
-                         hfu=row[side]["flops"] / seconds / peak)
+        row[side].update(step_s=seconds, tokens_per_s=tokens / seconds)
+    set_utilisation(row, peak)
     return row
+
+
+def set_utilisation(row: dict, peak: float) -> None:
+    """MFU (the model FLOPs of a step, the peer's count) and HFU (each side's own count) against `peak` FLOP/s."""
+    for side in ("zoo", "peer"):
+        if "step_s" in row[side]:
+            row[side]["mfu"] = row["model_flops_per_step"] / row[side]["step_s"] / peak
+            row[side]["hfu"] = row[side]["flops"] / row[side]["step_s"] / peak
 
 
 def kernel_names(side: dict) -> str:
@@ -339,10 +349,7 @@ def main(argv=None):
                                                                     args.peak_repeats)]
     record["peak_flops"] = max(record["peak_flops_before_after"])
     for row in record["rows"]:
-        for side in ("zoo", "peer"):
-            if "step_s" in row[side]:
-                row[side]["mfu"] = row["model_flops_per_step"] / row[side]["step_s"] / record["peak_flops"]
-                row[side]["hfu"] = row[side]["flops"] / row[side]["step_s"] / record["peak_flops"]
+        set_utilisation(row, record["peak_flops"])
     print("\n" + format_table(record))
     if args.output:
         record["load_average_after"] = os.getloadavg()
