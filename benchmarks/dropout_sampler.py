@@ -5,6 +5,9 @@ side by side in one process, alternating rounds, best of --steps per round, medi
 Two levels:
 * one dropout, forward and backward, at the shapes the benchmarks and recipes meet: a MiniLM fine-tuning activation
   (16 x 64 x 384), a ViT-shaped hidden state (8 x 197 x 256) and its attention probabilities (8 x 4 x 197 x 197);
+  and the same under torch.compile (inductor), where PyTorch's side is inductor's own generated masks and the zoo's
+  the mask operator transformer_zoo::pcg64_keep_mask, at a GPT-2-shaped hidden state (8 x 256 x 256) and its
+  attention probabilities (8 x 4 x 256 x 256), compare_hf.py's training shapes;
 * one LoRA training step (r 8 on q/v, adapter dropout 0.1, fused AdamW) of an all-MiniLM-L6-v2-shaped classifier
   (random weights, 16 x 64 tokens): as the Urdu recipe's downstream check runs it (attention dropout 0, bf16 autocast
   where the CPU multiplies bf16 natively), and as the fine-tuning recipe's default runs it (the model's attention
@@ -37,14 +40,21 @@ from transformer_zoo.training.adaptation_downstream import native_bf16  # noqa: 
 SAMPLERS = ("torch", "pcg64")
 MASK_SHAPES = {"MiniLM activation 16x64x384": (16, 64, 384), "ViT hidden 8x197x256": (8, 197, 256),
                "ViT attention 8x4x197x197": (8, 4, 197, 197)}
+COMPILED_MASK_SHAPES = {"GPT-2 hidden 8x256x256": (8, 256, 256), "GPT-2 attention 8x4x256x256": (8, 4, 256, 256)}
 
 
-def one_dropout(shape, sampler: str):
+def one_dropout(shape, sampler: str, compiled: bool = False):
     x = torch.randn(shape, requires_grad=True)
     grad = torch.randn(shape)
 
+    def dropout(tensor):
+        return zoo_dropout(tensor, 0.1, training=True, sampler=sampler)
+
+    if compiled:
+        dropout = torch.compile(dropout, fullgraph=True)
+
     def run():
-        zoo_dropout(x, 0.1, training=True, sampler=sampler).backward(grad)
+        dropout(x).backward(grad)
     return run
 
 
@@ -109,6 +119,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (default: %(default)s)")
     parser.add_argument("--steps", type=int, default=5, help="runs per side per round; the best counts "
                                                              "(default: %(default)s)")
+    parser.add_argument("--only-compiled", action="store_true",
+                        help="time only the compiled dropouts (the other cases are left out of the report)")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
     parser.add_argument("--output", type=Path, default=None,
                         help="write the results as JSON to this file, and a PNG beside it")
@@ -117,13 +129,22 @@ def main(argv=None) -> dict:
         torch.set_num_threads(args.threads)
     load_before = os.getloadavg()
     cases = {}
-    for name, shape in MASK_SHAPES.items():
+    for name, shape in ({} if args.only_compiled else MASK_SHAPES).items():
         cases[f"one dropout, {name}"] = timed({s: one_dropout(shape, s) for s in SAMPLERS}, args.rounds, args.steps)
+    for name, shape in COMPILED_MASK_SHAPES.items():
+        cases[f"one dropout, compiled, {name}"] = timed({s: one_dropout(shape, s, compiled=True) for s in SAMPLERS},
+                                                        args.rounds, args.steps)
+    if args.only_compiled:
+        return finish(args, load_before, cases)
     bf16 = native_bf16(torch.device("cpu"))
     cases["LoRA step, Urdu downstream check (attention dropout 0" + (", bf16)" if bf16 else ")")] = timed(
         {s: lora_step(s, 0.0, bf16) for s in SAMPLERS}, args.rounds, args.steps)
     cases["LoRA step, finetune default (attention dropout 0.1)"] = timed(
         {s: lora_step(s, 0.1, False) for s in SAMPLERS}, args.rounds, args.steps)
+    return finish(args, load_before, cases)
+
+
+def finish(args, load_before, cases: dict) -> dict:
     report = {"threads": torch.get_num_threads(), "torch": torch.__version__, "load_average_before": load_before,
               "load_average_after": os.getloadavg(), "cases": cases}
     for name, case in cases.items():

@@ -123,12 +123,84 @@ def test_falls_back_to_pytorch_dropout_where_the_sampler_does_not_apply():
 
 
 def test_compiles_without_a_graph_break():
-    # Under torch.compile the mask comes from PyTorch's dropout (inductor draws it in its own kernels); fullgraph
-    # would raise on the numpy call if it were traced.
+    # Under torch.compile the mask comes from the custom operator transformer_zoo::pcg64_keep_mask, which dynamo
+    # records as one node; fullgraph would raise on the numpy call if it were traced.
     compiled = torch.compile(ZooDropout(0.25), fullgraph=True, backend="eager")
     out = compiled(torch.ones(256, 256))
     dropped = (out == 0).double().mean().item()
     assert abs(dropped - 0.25) < 6 * math.sqrt(0.25 * 0.75 / out.numel())
+
+
+def test_keep_mask_operator_is_the_seeded_pcg64_mask_and_passes_opcheck():
+    seed = torch.tensor([123456789])
+    mask = torch.ops.transformer_zoo.pcg64_keep_mask(seed, [16, 600], 0.3)
+    assert mask.dtype == torch.bool and mask.shape == (16, 600)
+    assert torch.equal(mask, dropout_module.seeded_keep_mask(123456789, torch.Size([16, 600]), 0.3))
+    # Schema, fake (meta) implementation and AOTAutograd tracing with dynamic shapes.
+    results = torch.library.opcheck(torch.ops.transformer_zoo.pcg64_keep_mask, (seed, [4, 8], 0.3))
+    assert set(results.values()) == {"SUCCESS"}, results
+
+
+@pytest.mark.compile
+def test_inductor_draws_the_pcg64_masks_eager_draws():
+    """Inductor calls the mask operator as it is: with its own random ops replaced by PyTorch's (fallback_random, so
+    the in-graph seed comes from torch's generator as the eager seed does), a compiled dropout returns exactly the
+    eager masks, forward and backward, call after call. Without fallback_random the seeds are inductor's, and
+    torch.manual_seed still reproduces them."""
+    x = _nonzero_input((64, 512)).requires_grad_()
+    compiled = torch.compile(lambda t: zoo_dropout(t, 0.3, training=True), fullgraph=True)
+    with torch._inductor.config.patch(fallback_random=True):
+        torch.manual_seed(3)
+        outputs = [compiled(x) for _ in range(2)]
+        torch.manual_seed(3)
+        expected = [zoo_dropout(x, 0.3, training=True) for _ in range(2)]
+        for out, reference in zip(outputs, expected):
+            assert torch.equal(out, reference)
+            gradient, = torch.autograd.grad(out.sum(), x)
+            assert torch.equal(gradient, torch.autograd.grad(reference.sum(), x)[0])
+    torch._dynamo.reset()
+    torch.manual_seed(4)
+    first = [compiled(x) for _ in range(2)]
+    torch.manual_seed(4)
+    again = [compiled(x) for _ in range(2)]
+    assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+    assert not torch.equal(first[0], first[1])
+    dropped = (first[0] == 0).double().mean().item()
+    assert abs(dropped - 0.3) < 6 * math.sqrt(0.3 * 0.7 / x.numel())
+
+
+@pytest.mark.parametrize("family, scheme", [("decoder", "rope"), ("decoder", "alibi"), ("encoder", "relative"),
+                                            ("seq2seq", "sinusoidal"), ("vit", "learned")])
+def test_compiled_training_step_with_dropout_matches_eager_under_the_same_seed(family, scheme, monkeypatch):
+    """A whole training step under torch.compile(fullgraph=True) with hidden and attention dropout: its graph draws
+    every mask with the zoo's sampler, in the eager order, so loss and gradients equal the eager step's to float
+    rounding. (aot_eager runs the graph's random ops as PyTorch's, drawing the seeds from torch's generator as
+    eager does; inductor's own seeds differ, test_inductor_draws_the_pcg64_masks_eager_draws.)"""
+    monkeypatch.setattr(dropout_module, "PCG64_MIN_ELEMENTS", 0)  # the tiny test tensors take the PCG64 path too
+    overrides = dict(position_embedding_type=scheme, attention_dropout=0.2, hidden_dropout=0.1)
+    model, batch = build(family, overrides, "sdpa")
+    model.train()
+    sampled = []
+    original = dropout_module.seeded_keep_mask
+    monkeypatch.setattr(dropout_module, "seeded_keep_mask",
+                        lambda *args: (sampled.append(args[1]), original(*args))[1])
+    torch.manual_seed(11)
+    eager_loss, eager_grads = loss_and_gradients(model, batch)
+    eager_masks, sampled[:] = list(sampled), []
+    torch.manual_seed(11)
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    model.zero_grad(set_to_none=True)
+    compiled_loss = compiled(**batch).loss
+    compiled_loss.backward()
+    compiled_grads = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+    # The compiled step's masks: the same shapes in the same order (its first call traces with fake tensors, which
+    # never reach the sampler).
+    assert sampled == eager_masks and len(eager_masks) > 2
+    torch.testing.assert_close(compiled_loss, eager_loss, **TOLERANCE)
+    for name, grad in eager_grads.items():
+        torch.testing.assert_close(compiled_grads[name], grad, **TOLERANCE, msg=lambda m: f"{name}: {m}")
+    torch.manual_seed(12)
+    assert loss_and_gradients(model, batch)[0] != eager_loss  # other masks: the check above can fail
 
 
 def test_module_and_config_reject_an_unknown_sampler():
