@@ -269,3 +269,27 @@ def test_set_dropout_sampler_switches_a_model_back_to_pytorch_masks_exactly():
     assert torch.equal(outputs[0], outputs[1])
     with pytest.raises(ValueError, match="dropout_sampler='mt'"):
         set_dropout_sampler(model, "mt")
+
+
+@pytest.mark.compile
+def test_compiled_activation_checkpointing_recomputes_the_same_masks(monkeypatch):
+    """With inductor's own seeds: a compiled training step with activation checkpointing (which recomputes each
+    layer's forward, masks included, in the backward) gives the loss and gradients of the same compiled step without
+    it. A mask drawn afresh in the recomputation would change the gradients."""
+    monkeypatch.setattr(dropout_module, "PCG64_MIN_ELEMENTS", 0)
+    results = {}
+    for checkpointed in (False, True):
+        torch._dynamo.reset()
+        model, batch = build("decoder", dict(position_embedding_type="rope", attention_dropout=0.2,
+                                             hidden_dropout=0.1, num_hidden_layers=1), "sdpa")
+        if checkpointed:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.train()
+        compiled = torch.compile(model)
+        torch.manual_seed(11)
+        loss = compiled(**batch).loss
+        loss.backward()
+        results[checkpointed] = loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+    torch.testing.assert_close(results[True][0], results[False][0], **TOLERANCE)
+    for name, grad in results[False][1].items():
+        torch.testing.assert_close(results[True][1][name], grad, **TOLERANCE, msg=lambda m: f"{name}: {m}")
