@@ -3,7 +3,9 @@
 side of a `compare_hf.py` pair (same shapes, weights and batch), the operators sorted by their own CPU time.
 
 --compile profiles both sides under torch.compile (inductor; compiled and warmed up before profiling): the table then
-lists inductor's generated kernels (graph_*_cpp_fused_*) and the library calls it makes (aten::mm, addmm, bmm).
+lists inductor's generated kernels (graph_*_cpp_fused_*, recorded through inductor's cpp.enable_kernel_profile), the
+library calls it makes (aten::mm, addmm, bmm) and the zoo's custom operators. --compile-target says what is compiled,
+as in compare_hf.py: the model, or the function batch -> loss, as the recipes compile it.
 
 --generate profiles compare_hf's generation instead (64 greedy tokens after a 16-token prompt, batch 1). There the
 arithmetic per token is small and the time goes to Python (generate's loop, the model's forward), so the profile is
@@ -12,6 +14,8 @@ torch.profiler.
 
     python benchmarks/profile_step.py --family vit --output benchmarks/results/profile_step_vit_cpu.txt
     python benchmarks/profile_step.py --family marian --generate --output benchmarks/results/profile_generate_marian_cpu.txt
+    python benchmarks/profile_step.py --family llama --compile --compile-target loss --rows 24 \
+        --output benchmarks/results/profile_step_llama_compiled_loss_cpu.txt
 """
 
 from __future__ import annotations
@@ -40,6 +44,9 @@ def main(argv=None) -> str:
     parser.add_argument("--output", type=Path, default=None, help="also write the tables to this text file")
     parser.add_argument("--compile", action="store_true",
                         help="profile the training step with both sides under torch.compile (inductor)")
+    parser.add_argument("--compile-target", choices=("model", "loss"), default="model",
+                        help="with --compile: compile the model, or the function batch -> loss as the recipes do "
+                             "(default: %(default)s)")
     parser.add_argument("--generate", action="store_true",
                         help="profile compare_hf's generation (Python-level, cProfile) instead of a training step")
     args = parser.parse_args(argv)
@@ -49,14 +56,18 @@ def main(argv=None) -> str:
     shape = compare_hf_defaults()
     torch.manual_seed(0)
     zoo, peer, batch = compare_hf.build_pair(args.family, shape, args.attn)
-    lines = [f"{args.family} ({args.attn}{', compiled' if args.compile else ''}), compare_hf.py shapes, "
+    compiled = f", compiled ({args.compile_target})" if args.compile else ""
+    lines = [f"{args.family} ({args.attn}{compiled}), compare_hf.py shapes, "
              f"{torch.get_num_threads()} threads, torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}; "
              f"{args.steps} steps per side"]
     if args.compile:
         torch._dynamo.reset()  # once, before both sides: a reset between them would discard the first one's code
+        torch._inductor.config.cpp.enable_kernel_profile = True  # each generated kernel is a profiler event
+    compile_loss = args.compile and args.compile_target == "loss"
     for name, model in (("zoo", zoo), ("peer", peer)):
         model.train()
-        step = compare_hf.training_step(torch.compile(model) if args.compile else model, batch)
+        step = compare_hf.training_step(torch.compile(model) if args.compile and not compile_loss else model, batch,
+                                        compile_loss)
         for _ in range(4 if args.compile else 2):  # compilation, the optimiser state and allocator warm-up
             step()
         start = time.perf_counter()
@@ -67,7 +78,7 @@ def main(argv=None) -> str:
             for _ in range(args.steps):
                 step()
         lines += [f"===== {name}: {unprofiled * 1000:.0f} ms per step unprofiled", prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows,
-                                                             max_name_column_width=44)]
+                                                             max_name_column_width=96 if args.compile else 44)]
     return report(lines, args.output)
 
 
