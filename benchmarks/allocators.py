@@ -1,10 +1,12 @@
 #!/usr/bin/env python
 """How much of a CPU training step is the memory allocator's: benchmarks/compare_hf.py (GPT-2- and ViT-shaped, sdpa)
-run under glibc's default malloc, glibc tuned to keep freed memory (no mmap for large blocks, no trimming), jemalloc
-with purging off and tcmalloc. Each variant is a fresh process; within one, zoo and transformers alternate as usual.
-The preloaded libraries are Debian's (apt-get install libjemalloc2 libtcmalloc-minimal4); a missing one is skipped.
+run under glibc's default malloc, glibc tuned to keep freed memory (no mmap for large blocks, no trimming) either by
+its environment tunables or by mallopt(3) called from Python at start-up, jemalloc with purging off and tcmalloc.
+Each variant is a fresh process; within one, zoo and transformers alternate as usual. The preloaded libraries are
+Debian's (apt-get install libjemalloc2 libtcmalloc-minimal4); a missing one is skipped.
 
     python benchmarks/allocators.py --output benchmarks/results/allocators_cpu.json
+    python benchmarks/allocators.py --variants glibc,glibc-mallopt --output benchmarks/results/allocators_mallopt_cpu.json
 """
 
 import argparse
@@ -17,13 +19,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LIB = Path("/usr/lib/x86_64-linux-gnu")
+# key: (name in the results, environment, Python run before compare_hf in its process or None).
 VARIANTS = {
-    "glibc malloc (default)": {},
-    "glibc, GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736": {
-        "GLIBC_TUNABLES": "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736"},
-    "jemalloc, purging off": {"LD_PRELOAD": str(LIB / "libjemalloc.so.2"),
-                              "MALLOC_CONF": "background_thread:false,dirty_decay_ms:-1,muzzy_decay_ms:-1"},
-    "tcmalloc": {"LD_PRELOAD": str(LIB / "libtcmalloc_minimal.so.4")},
+    "glibc": ("glibc malloc (default)", {}, None),
+    "glibc-tunables": ("glibc, GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736",
+                       {"GLIBC_TUNABLES": "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736"}, None),
+    # The same two settings through mallopt(3) once the process runs (M_MMAP_MAX = -4, M_TRIM_THRESHOLD = -1; an int
+    # argument, so the trim threshold is 2 GiB rather than the tunable's 64 GiB).
+    "glibc-mallopt": ("glibc, mallopt(M_MMAP_MAX, 0) and mallopt(M_TRIM_THRESHOLD, 2**31 - 1) at start-up", {},
+                      "import ctypes; libc = ctypes.CDLL('libc.so.6'); "
+                      "assert libc.mallopt(-4, 0) == 1 and libc.mallopt(-1, 2**31 - 1) == 1"),
+    "jemalloc": ("jemalloc, purging off", {"LD_PRELOAD": str(LIB / "libjemalloc.so.2"),
+                                           "MALLOC_CONF": "background_thread:false,dirty_decay_ms:-1,muzzy_decay_ms:-1"},
+                 None),
+    "tcmalloc": ("tcmalloc", {"LD_PRELOAD": str(LIB / "libtcmalloc_minimal.so.4")}, None),
 }
 
 
@@ -31,17 +40,27 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--families", default="gpt2,vit", help="compare_hf families (default: %(default)s)")
     parser.add_argument("--rounds", type=int, default=3, help="compare_hf rounds (default: %(default)s)")
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        help="comma-separated allocator variants, in this order: %(default)s")
     parser.add_argument("--output", type=Path, required=True, help="JSON results")
     args = parser.parse_args(argv)
+    unknown = set(args.variants.split(",")) - set(VARIANTS)
+    if unknown:
+        parser.error(f"unknown --variants {', '.join(sorted(unknown))}; choose from {', '.join(VARIANTS)}")
     record = {"load_average_before": os.getloadavg(), "variants": {}}
-    for name, env in VARIANTS.items():
+    for key in args.variants.split(","):
+        name, env, prelude = VARIANTS[key]
         if "LD_PRELOAD" in env and not Path(env["LD_PRELOAD"]).exists():
             print(f"skipped {name}: {env['LD_PRELOAD']} is not installed")
             continue
         with tempfile.NamedTemporaryFile(suffix=".json") as out:
-            subprocess.run([sys.executable, "benchmarks/compare_hf.py", "--families", args.families, "--attn", "sdpa",
-                            "--rounds", str(args.rounds), "--steps", "3", "--output", out.name],
-                           cwd=ROOT, env={**os.environ, **env}, check=True, capture_output=True)
+            compare = ["benchmarks/compare_hf.py", "--families", args.families, "--attn", "sdpa",
+                       "--rounds", str(args.rounds), "--steps", "3", "--output", out.name]
+            if prelude is not None:
+                compare = ["-c", f"{prelude}; import runpy, sys; sys.argv = {compare!r}; "
+                                 "runpy.run_path(sys.argv[0], run_name='__main__')"]
+            subprocess.run([sys.executable, *compare], cwd=ROOT, env={**os.environ, **env}, check=True,
+                           capture_output=True)
             rows = json.loads(Path(out.name).read_text())["rows"]
         record["variants"][name] = {row["family"]: {"train_zoo_s": row["train"]["zoo_s"],
                                                     "train_peer_s": row["train"]["peer_s"]} for row in rows}
