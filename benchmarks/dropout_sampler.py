@@ -119,8 +119,6 @@ def main(argv=None) -> dict:
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (default: %(default)s)")
     parser.add_argument("--steps", type=int, default=5, help="runs per side per round; the best counts "
                                                              "(default: %(default)s)")
-    parser.add_argument("--only-compiled", action="store_true",
-                        help="time only the compiled dropouts (the other cases are left out of the report)")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
     parser.add_argument("--output", type=Path, default=None,
                         help="write the results as JSON to this file, and a PNG beside it")
@@ -129,22 +127,16 @@ def main(argv=None) -> dict:
         torch.set_num_threads(args.threads)
     load_before = os.getloadavg()
     cases = {}
-    for name, shape in ({} if args.only_compiled else MASK_SHAPES).items():
+    for name, shape in MASK_SHAPES.items():
         cases[f"one dropout, {name}"] = timed({s: one_dropout(shape, s) for s in SAMPLERS}, args.rounds, args.steps)
     for name, shape in COMPILED_MASK_SHAPES.items():
         cases[f"one dropout, compiled, {name}"] = timed({s: one_dropout(shape, s, compiled=True) for s in SAMPLERS},
                                                         args.rounds, args.steps)
-    if args.only_compiled:
-        return finish(args, load_before, cases)
     bf16 = native_bf16(torch.device("cpu"))
     cases["LoRA step, Urdu downstream check (attention dropout 0" + (", bf16)" if bf16 else ")")] = timed(
         {s: lora_step(s, 0.0, bf16) for s in SAMPLERS}, args.rounds, args.steps)
     cases["LoRA step, finetune default (attention dropout 0.1)"] = timed(
         {s: lora_step(s, 0.1, False) for s in SAMPLERS}, args.rounds, args.steps)
-    return finish(args, load_before, cases)
-
-
-def finish(args, load_before, cases: dict) -> dict:
     report = {"threads": torch.get_num_threads(), "torch": torch.__version__, "load_average_before": load_before,
               "load_average_after": os.getloadavg(), "cases": cases}
     for name, case in cases.items():
