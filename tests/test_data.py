@@ -27,22 +27,24 @@ from transformer_zoo import (
     ZooViTImageProcessor,
 )
 from transformer_zoo.training.corpora import BUILTIN_CORPORA, HADITH_LABELS, corpus_card_info, load_corpus
+from transformer_zoo.training.features import (
+    align_word_labels,
+    check_labels,
+    classification_features,
+    image_classification_transform,
+    token_classification_features,
+    translation_features,
+)
 from transformer_zoo.training.objectives import (
     IGNORE_INDEX,
-    align_word_labels,
     causal_lm_collator,
-    check_labels,
     check_sequence_length,
-    classification_features,
     count_tokens,
     denoising_collator,
-    image_classification_transform,
     masked_lm_collator,
     pack_sequences,
     random_spans_noise_mask,
     span_corruption,
-    token_classification_features,
-    translation_features,
 )
 from transformer_zoo.training.tokenization import check_tokenizer_matches, train_tokenizer
 

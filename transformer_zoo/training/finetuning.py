@@ -39,18 +39,17 @@ from .checkpointing import gather_model_state
 from .corpora import BUILTIN_CORPORA
 from .devices import create_accelerator
 from .evaluation import evaluate, make_loss_fn
-from .finetuning_data import TaskData, load_task_data
-from .finetuning_models import DEFAULT_LORA_TARGETS, LoadedModel, apply_mode, load_model
-from .loop import train
-from .objectives import (
-    causal_lm_collator,
+from .features import (
     check_labels,
-    check_sequence_length,
     classification_features,
     image_classification_transform,
     token_classification_features,
     translation_features,
 )
+from .finetuning_data import TaskData, load_task_data
+from .finetuning_models import DEFAULT_LORA_TARGETS, LoadedModel, apply_mode, load_model
+from .loop import train
+from .objectives import causal_lm_collator, check_sequence_length
 from .reporting import count_parameters, format_metrics, hardware_summary
 from .tasks import (
     PaddingCollator,

@@ -46,15 +46,9 @@ from .checkpointing import gather_model_state
 from .corpora import BUILTIN_CORPORA, corpus_card_info, load_corpus
 from .devices import create_accelerator
 from .evaluation import evaluate, make_loss_fn
+from .features import image_classification_transform, translation_features
 from .loop import train
-from .objectives import (
-    causal_lm_collator,
-    check_sequence_length,
-    image_classification_transform,
-    masked_lm_collator,
-    pack_sequences,
-    translation_features,
-)
+from .objectives import causal_lm_collator, check_sequence_length, masked_lm_collator, pack_sequences
 from .reporting import count_parameters, format_metrics, hardware_summary
 from .tasks import (
     PaddingCollator,

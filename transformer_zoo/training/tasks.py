@@ -83,7 +83,7 @@ class PaddingCollator:
 
 
 def image_collate(examples: list[dict]) -> dict[str, torch.Tensor]:
-    """Stacks examples produced by `objectives.image_classification_transform` (via `with_transform`)."""
+    """Stacks examples produced by `features.image_classification_transform` (via `with_transform`)."""
     return {
         "pixel_values": torch.stack([example["pixel_values"] for example in examples]),
         "labels": torch.stack([torch.as_tensor(example["labels"]) for example in examples]),
