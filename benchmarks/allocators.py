@@ -2,10 +2,9 @@
 """How much of a CPU training step is the memory allocator's: benchmarks/compare_hf.py (GPT-2- and ViT-shaped, sdpa)
 run under glibc's default malloc, glibc tuned to keep freed memory (no mmap for large blocks, no trimming) either by
 its environment tunables or by mallopt(3) called from Python at start-up, PyTorch's transparent-huge-page switch,
-jemalloc with purging off and tcmalloc.
-Each variant is a fresh process; within one, zoo and transformers alternate as usual. The minor page faults of each
-variant's whole process are recorded beside its times. The preloaded libraries are
-Debian's (apt-get install libjemalloc2 libtcmalloc-minimal4); a missing one is skipped.
+jemalloc with purging off and tcmalloc. Each variant is a fresh process; within one, zoo and transformers alternate
+as usual. The minor page faults of each variant's whole process are recorded beside its times. The preloaded
+libraries are Debian's (apt-get install libjemalloc2 libtcmalloc-minimal4); a missing one is skipped.
 
     python benchmarks/allocators.py --output benchmarks/results/allocators_cpu.json
     python benchmarks/allocators.py --variants glibc,glibc-mallopt --output benchmarks/results/allocators_mallopt_cpu.json
@@ -20,6 +19,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,7 +58,8 @@ def main(argv=None):
     unknown = set(args.variants.split(",")) - set(VARIANTS)
     if unknown:
         parser.error(f"unknown --variants {', '.join(sorted(unknown))}; choose from {', '.join(VARIANTS)}")
-    record = {"load_average_before": os.getloadavg(), "variants": {}}
+    record = {"load_average_before": os.getloadavg(), "variants": {}, "minor_page_faults": {}}
+    runs = Counter()
     for key in args.variants.split(","):
         name, env, prelude = VARIANTS[key]
         if "LD_PRELOAD" in env and not Path(env["LD_PRELOAD"]).exists():
@@ -78,12 +79,12 @@ def main(argv=None):
             faults = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - faults_before
             rows = json.loads(Path(out.name).read_text())["rows"]
         # A variant listed again (alternating variants against the machine's drift) is recorded as its n-th run.
-        runs = sum(1 for recorded in record["variants"] if recorded == name or recorded.startswith(f"{name} (run "))
-        label = name if runs == 0 else f"{name} (run {runs + 1})"
+        runs[key] += 1
+        label = name if runs[key] == 1 else f"{name} (run {runs[key]})"
         record["variants"][label] = {row["family"]: {"train_zoo_s": row["train"]["zoo_s"],
                                                      "train_peer_s": row["train"]["peer_s"]} for row in rows}
-        record["variants"][label]["minor_page_faults_of_the_run"] = faults
-        print(label, json.dumps(record["variants"][label]), flush=True)
+        record["minor_page_faults"][label] = faults
+        print(label, json.dumps(record["variants"][label]), f"{faults:,} minor page faults", flush=True)
         # Written after every variant, so a run cut short keeps what it finished.
         record["load_average_after"] = os.getloadavg()
         args.output.parent.mkdir(parents=True, exist_ok=True)

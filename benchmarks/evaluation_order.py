@@ -109,23 +109,22 @@ def main(argv=None):
             # Alternate which order goes first, so neither always runs on a warmer machine.
             for order in (list(ORDERS) if round_index % 2 == 0 else list(reversed(ORDERS))):
                 runs[order].append(evaluate_once(job_args, accelerator, model, dataset, collate, ORDERS[order]))
-        logits = {order: torch.tensor(runs[order][-1].pop("logits")) for order in ORDERS}
-        for order in ORDERS:
-            for run in runs[order][:-1]:
-                run.pop("logits")
-        first, second = (runs[order][-1] for order in ORDERS)
+        # Numbers and logits of each order's last run (every run of an order computes the same ones).
+        last = {order: runs[order][-1] for order in ORDERS}
+        logits = {order: torch.tensor(last[order]["logits"]) for order in ORDERS}
         result = {order: {
             "seconds": [run["seconds"] for run in runs[order]],
             "seconds_median": statistics.median(run["seconds"] for run in runs[order]),
-            "token_positions": runs[order][-1]["token_positions"],
-            **{key: runs[order][-1][key] for key in ("accuracy", "macro_f1", "eval_loss")},
+            "token_positions": last[order]["token_positions"],
+            **{key: last[order][key] for key in ("accuracy", "macro_f1", "eval_loss")},
         } for order in ORDERS}
         result["examples"] = len(dataset)
         result["speedup"] = result["dataset order"]["seconds_median"] / result["length order"]["seconds_median"]
         result["max_abs_logit_difference"] = float((logits["dataset order"] - logits["length order"]).abs().max())
         result["same_predictions"] = bool((logits["dataset order"].argmax(-1)
                                            == logits["length order"].argmax(-1)).all())
-        result["same_metrics"] = all(first[key] == second[key] for key in ("accuracy", "macro_f1"))
+        result["same_metrics"] = all(last["dataset order"][key] == last["length order"][key]
+                                     for key in ("accuracy", "macro_f1"))
         record["splits"][name] = result
         print(name, json.dumps({k: v for k, v in result.items() if k not in ORDERS}),
               {order: (round(result[order]["seconds_median"], 2), result[order]["token_positions"]) for order in ORDERS},
