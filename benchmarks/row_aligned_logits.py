@@ -9,8 +9,9 @@ round; each keeps its best of --steps per round; the median over --rounds rounds
 plain / aligned. The loss and gradients of the two are compared first.
 
 Part 2, the product alone (no gradient) at a growing number of rows, eagerly: where the aligned layout starts to pay
-(modeling_zoo_vocabulary.MIN_MULTIPLY_ADDS). Part 3, the compiled training step at a growing number of rows: where the
-compiled path's weight copy is repaid (COMPILED_MIN_ROWS); that part forces the padded path below its threshold.
+(modeling_zoo_vocabulary.MIN_MULTIPLY_ADDS). Part 3, the compiled training step at a growing number of rows, the
+padded path forced below MIN_MULTIPLY_ADDS. (The committed results predate the vocabulary operator: the compiled
+padded path then multiplied by a weight padded with zero rows, a copy per step, repaid from 512 rows.)
 Part 4, a whole model's training step: the zoo decoder at compare_hf.py's GPT-2 shape (d=256, 4 layers, 4 heads,
 8 x 256 tokens, 50,257-token vocabulary, dropout 0.1, sdpa, fused AdamW), config.row_aligned_logits True against
 False, eagerly and with the loss compiled as the recipes do.
@@ -32,6 +33,7 @@ import torch
 from torch import nn
 
 import transformer_zoo.modeling_zoo_vocabulary as vocabulary_module
+from transformer_zoo import set_memory_reuse
 from transformer_zoo.modeling_zoo_losses import token_cross_entropy
 
 
@@ -137,9 +139,9 @@ def product_rows(args) -> list[dict]:
 
 
 def compiled_threshold_rows(args) -> list[dict]:
-    """The compiled training step at each row count, COMPILED_MIN_ROWS set aside."""
+    """The compiled training step at each row count, MIN_MULTIPLY_ADDS set aside."""
     rows = []
-    with mock.patch.object(vocabulary_module, "COMPILED_MIN_ROWS", 0):
+    with mock.patch.object(vocabulary_module, "MIN_MULTIPLY_ADDS", 0):
         for count in args.compiled_rows:
             head, hidden, labels = head_and_batch(args.product_vocabulary, count, args.hidden)
             runs = {}
@@ -248,6 +250,8 @@ def main(argv=None):
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    # The layout alone: both arms allocate as before the kept memory, which benchmarks/reused_logits_memory.py times.
+    set_memory_reuse(False)
     record = {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
               "torch": torch.__version__, "threads": torch.get_num_threads(),
               "load_average_before": os.getloadavg()}

@@ -208,21 +208,26 @@ def compile_errors_raise():
 
 
 class GraphShapes:
-    """A torch.compile backend that records the shapes of every matrix product in the traced forward graph."""
+    """A torch.compile backend that records the shapes of the traced forward graph's matrix products: F.linear's and
+    the zoo's vocabulary operator's (transformer_zoo::vocabulary_logits), separately."""
 
     def __init__(self):
-        self.products = []
+        self.products, self.vocabulary_products = [], []
 
     def __call__(self, graph_module, example_inputs):
         for node in graph_module.graph.nodes:
-            if node.op == "call_function" and node.target is torch._C._nn.linear:
+            if node.op != "call_function":
+                continue
+            if node.target is torch._C._nn.linear:
                 self.products.append(tuple(node.meta["example_value"].shape))
+            elif node.target in (torch.ops.transformer_zoo.vocabulary_logits,
+                                 torch.ops.transformer_zoo.vocabulary_logits.default):
+                self.vocabulary_products.append(tuple(node.meta["example_value"].shape))
         return graph_module.forward
 
 
 @pytest.mark.parametrize("family", ["decoder", "seq2seq", "encoder"])
-def test_compiled_loss_uses_padded_rows_with_the_same_loss_and_gradients(family, monkeypatch, compile_errors_raise):
-    monkeypatch.setattr(vocabulary_module, "COMPILED_MIN_ROWS", 0)
+def test_compiled_loss_uses_padded_rows_with_the_same_loss_and_gradients(family, every_product, compile_errors_raise):
     model = build(family)
     batch = batch_for(family, 0.3 if family == "encoder" else 1.0)
     eager = results(model, batch, extra_loss_on_logits=False)
@@ -234,16 +239,18 @@ def test_compiled_loss_uses_padded_rows_with_the_same_loss_and_gradients(family,
     out.loss.backward()
     grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
     torch._dynamo.reset()
-    # The graph's vocabulary product has the padded width; the logits it returns do not.
-    assert (2, 20, WIDTH) in recorder.products
+    # The graph calls the zoo's operator for the vocabulary product, in padded rows, as eagerly; the logits it
+    # returns have the vocabulary's width.
+    assert recorder.vocabulary_products == [(40, WIDTH)]
+    assert (2, 20, VOCABULARY) not in recorder.products
     assert out.logits.shape == (2, 20, VOCABULARY)
     assert_same_results((out.logits, out.loss.detach(), grads), eager)
 
 
-def test_compiled_graphs_keep_the_plain_layout_below_the_measured_rows(compile_errors_raise):
+def test_compiled_graphs_keep_the_plain_layout_below_the_measured_size(compile_errors_raise):
     model = build("decoder")
     recorder = GraphShapes()
     torch._dynamo.reset()
     torch.compile(model, backend=recorder, fullgraph=True)(**batch_for("decoder")).loss.backward()
     torch._dynamo.reset()
-    assert (2, 20, VOCABULARY) in recorder.products and (2, 20, WIDTH) not in recorder.products
+    assert (2, 20, VOCABULARY) in recorder.products and not recorder.vocabulary_products

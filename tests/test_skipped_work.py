@@ -211,11 +211,11 @@ def test_mean_pooled_vit_refuses_leading_positions_and_computes_every_row():
 # ------------------------------------------------------------------------------------------ masked-LM loss rows
 def projected_row_counts(monkeypatch, weight) -> list:
     """Records the leading dimension of every product by `weight` (the vocabulary projection), through F.linear or
-    the cache-line-aligned logits (RowAlignedLinear): the batch for the logits of every row, the number of rows for a
+    the cache-line-aligned logits (vocabulary_logits): the batch for the logits of every row, the number of rows for a
     projection of selected rows."""
     projected = []
     original_linear = torch.nn.functional.linear
-    original_aligned = vocabulary_module.RowAlignedLinear.apply
+    original_aligned = vocabulary_module.vocabulary_logits
 
     def recording_linear(states, weight_, bias=None):
         if weight_ is weight:
@@ -228,7 +228,7 @@ def projected_row_counts(monkeypatch, weight) -> list:
         return original_aligned(states, weight_, *args)
 
     monkeypatch.setattr(torch.nn.functional, "linear", recording_linear)
-    monkeypatch.setattr(vocabulary_module.RowAlignedLinear, "apply", recording_aligned)
+    monkeypatch.setattr(vocabulary_module, "vocabulary_logits", recording_aligned)
     return projected
 
 

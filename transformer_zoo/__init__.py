@@ -31,6 +31,7 @@ from .modeling_zoo_decoder import (
     ZooDecoderModel,
     ZooDecoderPreTrainedModel,
 )
+from .modeling_zoo_memory import free_reused_memory, set_memory_reuse
 from .modeling_zoo_encoder import (
     ZooEncoderForMaskedLM,
     ZooEncoderForQuestionAnswering,
@@ -117,4 +118,6 @@ __all__ = [
     "ZooViTImageProcessor",
     "ZooViTModel",
     "ZooViTPreTrainedModel",
+    "free_reused_memory",
+    "set_memory_reuse",
 ]

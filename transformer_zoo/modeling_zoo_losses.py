@@ -8,6 +8,8 @@ absolute name.
 import torch
 from torch import nn
 
+from .modeling_zoo_memory import LOG_PROBS, reuse_applies, take
+
 
 def share_of_accumulated_batch(loss: torch.Tensor, labels: torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
     """This micro-batch's share of the mean loss over `num_items_in_batch` label items, given its own mean `loss`.
@@ -33,12 +35,16 @@ class LogitsCrossEntropy(torch.autograd.Function):
     and the log_softmax gradient, and glibc hands buffers that large back to the OS after every step, so each step
     also faults them in again. Here the gradient softmax - one_hot is written over the log-probabilities this function
     owns (nobody else holds them), which for a 50k vocabulary is most of a small model's loss cost. The saved tensor is
-    consumed, so the graph can be walked backward once (retain_graph=True then raises, naming this function).
+    consumed, so the graph can be walked backward once (retain_graph=True then raises, naming this function). With
+    `reuse` (the caller's modeling_zoo_memory.reuse_applies), the log-probabilities are written into the memory kept
+    from the last training step, whose pages are mapped already.
     """
 
     @staticmethod
-    def forward(ctx, logits, labels, ignore_index: int):
-        log_probs = torch.log_softmax(logits.float(), dim=-1)
+    def forward(ctx, logits, labels, ignore_index: int, reuse: bool = False):
+        logits = logits.float()
+        log_probs = torch.log_softmax(logits, dim=-1, out=take(LOG_PROBS, logits.shape, logits.dtype, logits.device,
+                                                               reuse))
         valid = labels != ignore_index
         targets = labels.masked_fill(~valid, 0)
         picked = log_probs.gather(1, targets[:, None]).squeeze(1)
@@ -57,7 +63,7 @@ class LogitsCrossEntropy(torch.autograd.Function):
         # softmax * w, in place: exp(log p + log w) (w = 0 gives exp(-inf) = 0).
         gradient = log_probs.add_(torch.log(weights)[:, None]).exp_()
         gradient[torch.arange(targets.shape[0], device=targets.device), targets] -= weights
-        return gradient.to(ctx.logits_dtype), None, None
+        return gradient.to(ctx.logits_dtype), None, None, None
 
 
 def dynamic_row_counts_traceable() -> bool:
@@ -112,7 +118,8 @@ def cross_entropy_sum(logits: torch.Tensor, labels: torch.Tensor, ignore_index: 
     AOTAutograd rewrites the in-place backward out of place, and inductor fuses PyTorch's own log-softmax and nll)."""
     if not (torch.is_grad_enabled() and logits.requires_grad) or torch.compiler.is_compiling():
         return nn.functional.cross_entropy(logits.float(), labels, ignore_index=ignore_index, reduction="sum")
-    return LogitsCrossEntropy.apply(logits, labels, ignore_index)
+    return LogitsCrossEntropy.apply(logits, labels, ignore_index,
+                                    reuse_applies(logits.shape, torch.float32, logits.device))
 
 
 def token_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch=None, *,
