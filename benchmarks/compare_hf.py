@@ -40,7 +40,7 @@ from transformers.utils import logging as hf_logging
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nanogpt_reference import from_zoo  # noqa: E402
 
-from transformer_zoo import ZooDecoderConfig, ZooDecoderForCausalLM  # noqa: E402
+from transformer_zoo import ZooDecoderConfig, ZooDecoderForCausalLM, free_reused_memory  # noqa: E402
 from transformer_zoo.convert import convert_model  # noqa: E402
 
 
@@ -184,18 +184,25 @@ def best_of(fn, steps: int) -> float:
 
 def alternating_rounds(runs: dict, rounds: int, steps: int) -> dict[str, list[float]]:
     """Per run, its best-of-`steps` time in each of `rounds` rounds; the order of the runs reverses every round, so
-    a drift in machine load hits them alike."""
+    a drift in machine load hits them alike. Before each run (untimed) the zoo returns the head buffers it keeps
+    between steps (modeling_zoo_memory.py): held while the peer runs, they made the peer's steps slower on this
+    machine (GPT-2-shaped, 3190 against 2440 ms with the same page faults; README "The memory allocator"), a cost a
+    peer in its own process would not pay. So each side runs with only its own memory, and the zoo's first step of a
+    round takes its buffers afresh."""
     times = {name: [] for name in runs}
     for round_index in range(rounds):
         order = list(runs) if round_index % 2 == 0 else list(reversed(runs))
         for name in order:
+            free_reused_memory()
             times[name].append(best_of(runs[name], steps))
+    free_reused_memory()
     return times
 
 
 def compare(runs: dict, rounds: int, steps: int, warmup: int) -> dict:
     for fn in runs.values():
         for _ in range(warmup):
+            free_reused_memory()
             fn()
     times = alternating_rounds(runs, rounds, steps)
     zoo, peer = statistics.median(times["zoo"]), statistics.median(times["peer"])
@@ -218,6 +225,10 @@ gc.collect()
 model.train()
 step = compare_hf.training_step(model, batch)
 step()  # the optimiser state exists from here on, as in every later step
+# The zoo keeps its largest head buffers between steps (modeling_zoo_memory.py): return them, so that what the step
+# allocates counts in its step memory as on the peer's side.
+import transformer_zoo
+transformer_zoo.free_reused_memory()
 
 
 def status(field):
