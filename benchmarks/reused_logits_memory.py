@@ -23,15 +23,18 @@ import json
 import os
 import resource
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import torch
-from torch import nn
 
-from transformer_zoo import set_memory_reuse
-from transformer_zoo.modeling_zoo_losses import token_cross_entropy
-from transformer_zoo.modeling_zoo_vocabulary import project_vocabulary
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from row_aligned_logits import head_and_batch  # noqa: E402
+
+from transformer_zoo import set_memory_reuse  # noqa: E402
+from transformer_zoo.modeling_zoo_losses import token_cross_entropy  # noqa: E402
+from transformer_zoo.modeling_zoo_vocabulary import project_vocabulary  # noqa: E402
 
 
 SETTINGS = (("kept", True), ("fresh", False))
@@ -39,15 +42,6 @@ SETTINGS = (("kept", True), ("fresh", False))
 
 def minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-
-
-def head_and_batch(vocabulary: int, tokens: int, hidden_size: int):
-    generator = torch.Generator().manual_seed(0)
-    head = nn.Linear(hidden_size, vocabulary, bias=False)
-    nn.init.normal_(head.weight, std=0.02, generator=generator)
-    hidden = torch.randn(1, tokens, hidden_size, generator=generator).requires_grad_()
-    labels = torch.randint(0, vocabulary, (1, tokens), generator=generator)
-    return head, hidden, labels
 
 
 def head_loss(head, labels):
