@@ -27,6 +27,7 @@ absolute name.
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 
@@ -45,10 +46,6 @@ def set_memory_reuse(enabled: bool) -> None:
     _REUSE["enabled"] = bool(enabled)
     if not enabled:
         free_reused_memory()
-
-
-def memory_reuse_enabled() -> bool:
-    return _REUSE["enabled"]
 
 
 def _storage_holders(tensor: torch.Tensor) -> tuple[int, int] | None:
@@ -73,9 +70,7 @@ class ReusableBuffer:
     def take(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         """An uninitialised tensor of `shape`: the kept memory where it is free and large enough, else a new one,
         which is kept from then on."""
-        numel = 1
-        for size in shape:
-            numel *= size
+        numel = math.prod(shape)
         with self._lock:
             flat = self._flat
             if (flat is None or flat.dtype != dtype or flat.device != torch.device(device) or flat.numel() < numel
@@ -110,10 +105,7 @@ def reuse_applies(shape: tuple[int, ...], dtype: torch.dtype, device: torch.devi
     Asked by the caller of an autograd function or custom operator, inside which gradients are never recorded."""
     if not (_REUSE["enabled"] and torch.device(device).type == "cpu" and torch.is_grad_enabled()):
         return False
-    numel = 1
-    for size in shape:
-        numel *= size
-    return numel * dtype.itemsize >= MIN_REUSED_BYTES
+    return math.prod(shape) * dtype.itemsize >= MIN_REUSED_BYTES
 
 
 def take(buffer: ReusableBuffer, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device,
