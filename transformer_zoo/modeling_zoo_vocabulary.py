@@ -126,10 +126,15 @@ def vocabulary_logits(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Te
     """hidden @ weight.T + bias as (..., width) rows, the columns past the vocabulary -inf (the operator above),
     in the memory kept between training steps where that applies."""
     rows = hidden.reshape(-1, hidden.shape[-1])
-    reuse = (weight.requires_grad or hidden.requires_grad) and reuse_applies((rows.shape[0], width), hidden.dtype,
-                                                                             hidden.device)
-    padded = _VOCABULARY_LOGITS_OP(rows, weight, bias, width, reuse)
+    padded = _VOCABULARY_LOGITS_OP(rows, weight, bias, width, keeps_memory(hidden, weight, width))
     return padded.view(*hidden.shape[:-1], width)
+
+
+def keeps_memory(hidden: torch.Tensor, weight: torch.Tensor, width: int) -> bool:
+    """Whether the (rows, width) logits of a product that gradients will flow through go into the memory kept between
+    training steps (modeling_zoo_memory.reuse_applies)."""
+    rows = hidden.shape[:-1].numel()
+    return (weight.requires_grad or hidden.requires_grad) and reuse_applies((rows, width), hidden.dtype, hidden.device)
 
 
 def own_product_applies(head: nn.Module, hidden: torch.Tensor, enabled: bool = True) -> bool:
@@ -145,9 +150,7 @@ def own_product_applies(head: nn.Module, hidden: torch.Tensor, enabled: bool = T
     if rows * weight.numel() < MIN_MULTIPLY_ADDS:
         return False
     misaligned = weight.shape[0] * weight.element_size() % ROW_ALIGNMENT_BYTES != 0
-    return (enabled and misaligned) or (
-        (weight.requires_grad or hidden.requires_grad)
-        and reuse_applies((rows, weight.shape[0]), hidden.dtype, hidden.device))
+    return (enabled and misaligned) or keeps_memory(hidden, weight, weight.shape[0])
 
 
 def project_vocabulary(head: nn.Linear, hidden: torch.Tensor, extra_bias: torch.Tensor | None = None,
