@@ -173,6 +173,12 @@ class ZooStackMixin:
                 f"attention_mask has shape {tuple(attention_mask.shape)}, expected [batch, cached + new tokens] = "
                 f"[{inputs_embeds.shape[0]}, {past_length} + {query_length}]: one entry per key position, the "
                 "cached ones included.")
+        # Only positions the caller gave can mark packed sequences (several documents in one row, their positions
+        # restarting), which transformers' create_causal_mask looks for in position_ids. The stack's own arange has
+        # nothing to find, and passing it cost compiled steps their is_causal attention: under torch.compile that
+        # search cannot be decided, so the mask came back as a [batch, 1, queries, keys] tensor and SDPA ran every
+        # block of the causal triangle (tests/test_compiled_masks.py).
+        packing_positions = position_ids
         if position_ids is None:
             position_ids = torch.arange(query_length, device=inputs_embeds.device).unsqueeze(0) + past_length
 
@@ -192,7 +198,7 @@ class ZooStackMixin:
             # Efficient attention variants read the 2-D padding mask (or a flex BlockMask), never an n x n one.
             count_variant_training_steps(self)
             mask = variant_attention_mask(
-                self.config, self.is_causal, hidden_states, attention_mask, self_cache, position_ids
+                self.config, self.is_causal, hidden_states, attention_mask, self_cache, packing_positions
             )
         elif self.is_causal:
             mask = create_causal_mask(
@@ -200,7 +206,7 @@ class ZooStackMixin:
                 inputs_embeds=hidden_states,
                 attention_mask=attention_mask,
                 cache=self_cache,
-                position_ids=position_ids,
+                position_ids=packing_positions,
             )
         else:
             mask = create_bidirectional_mask(
