@@ -4,7 +4,8 @@ transformers' create_causal_mask searches position_ids for packed sequences. Und
 be decided, so it returns a materialised [batch, 1, queries, keys] mask where eagerly it returns None and SDPA runs
 is_causal. The stacks used to hand it their own default arange, so every compiled causal step (the seq2seq decoders
 in training, the decoder without a cache) computed the whole attention square instead of the causal triangle. Only
-positions the caller gives are passed on now; those still mark packed sequences, eagerly and compiled."""
+positions the caller gives are passed on now; those still mark packed sequences, eagerly and compiled, and also where
+use_cache is on (the default, training included), whose empty cache used to stop create_causal_mask looking."""
 
 import pytest
 import torch
@@ -88,11 +89,12 @@ def test_compiled_step_passes_the_eager_masks(monkeypatch, family, scheme):
         assert (None, True) in compiled_calls, compiled_calls
 
 
-def packed_and_separate(family: str, model, compiled: bool):
+def packed_and_separate(family: str, model, compiled: bool, use_cache: bool):
     """Logits of two 8-token sequences packed in one 16-token row (their positions restarting at 0), and of the
     same sequences run one at a time."""
     batch = inputs_for(family, model)
     batch.pop("labels")
+    batch["use_cache"] = use_cache
     ids = batch.pop("decoder_input_ids" if family == "seq2seq" else "input_ids")
     ids_key, positions_key = (("decoder_input_ids", "decoder_position_ids") if family == "seq2seq"
                               else ("input_ids", "position_ids"))
@@ -110,11 +112,25 @@ def packed_and_separate(family: str, model, compiled: bool):
 
 @pytest.mark.parametrize("family", ["decoder", "seq2seq"])
 @pytest.mark.parametrize("scheme", ["learned", "sinusoidal", "rope"])
-@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
-def test_given_positions_still_mark_packed_sequences(family, scheme, compiled):
-    model = build(family, scheme).eval()
-    packed, separate = packed_and_separate(family, model, compiled)
+@pytest.mark.parametrize(("compiled", "use_cache", "training"), [
+    (False, False, False), (False, True, True), (True, False, False), (True, True, True),
+], ids=["eager-no-cache-eval", "eager-cache-train", "compiled-no-cache-eval", "compiled-cache-train"])
+def test_given_positions_still_mark_packed_sequences(family, scheme, compiled, use_cache, training):
+    # Dropout is 0 (build), so training mode computes the same function; it is where the pretraining recipes pack.
+    model = build(family, scheme).train(training)
+    packed, separate = packed_and_separate(family, model, compiled, use_cache)
     torch.testing.assert_close(packed, separate, **TOLERANCE)
+
+
+def test_generation_with_a_cache_is_unchanged():
+    """The empty cache is left out of the mask only for a packed prefill: cached greedy decoding still gives the
+    tokens of uncached decoding."""
+    model = build("decoder", "rope").eval()
+    prompt = inputs_for("decoder", model)["input_ids"][:, :6]
+    settings = dict(max_new_tokens=8, do_sample=False, pad_token_id=0)
+    cached = model.generate(prompt, use_cache=True, **settings)
+    uncached = model.generate(prompt, use_cache=False, **settings)
+    assert torch.equal(cached, uncached)
 
 
 def test_packed_rows_differ_from_one_long_sequence():

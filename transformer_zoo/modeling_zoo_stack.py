@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
-from transformers.cache_utils import Cache, EncoderDecoderCache
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 
 from .modeling_zoo_attention_variants import (
@@ -205,7 +205,7 @@ class ZooStackMixin:
                 config=self.config,
                 inputs_embeds=hidden_states,
                 attention_mask=attention_mask,
-                cache=self_cache,
+                cache=self._cache_for_mask(self_cache, past_length, attention_mask, packing_positions),
                 position_ids=packing_positions,
             )
         else:
@@ -269,6 +269,17 @@ class ZooStackMixin:
         if self.norm is not None:
             hidden_states = self.norm(hidden_states)
         return hidden_states
+
+    @staticmethod
+    def _cache_for_mask(cache, past_length: int, attention_mask, packing_positions):
+        """The cache create_causal_mask is given. It looks for packed sequences in position_ids only without one, and
+        a forward with use_cache on (the config's default, in training too, as in transformers' models) makes an
+        empty DynamicCache: packed rows then attended across their documents without a word. An empty dynamic cache
+        sizes the mask as no cache does, so there it is left out (tests/test_compiled_masks.py)."""
+        if (packing_positions is not None and attention_mask is None and past_length == 0
+                and isinstance(cache, DynamicCache) and not cache.is_compileable and not any(cache.is_sliding)):
+            return None
+        return cache
 
     def _last_layer_takes_leading_rows(self, mask, cache, encoder_hidden_states) -> bool:
         """Whether the last layer can compute only the leading rows (see run_stack)."""
