@@ -308,6 +308,50 @@ def test_seq2seq_uses_the_variant_for_self_attention_only(overrides):
     assert torch.equal(model.generate(source, **kwargs), model.generate(source, use_cache=False, **kwargs))
 
 
+# Two 8-token documents packed in one row: their positions restart, there is no attention_mask.
+PACKED_POSITIONS = torch.cat([torch.arange(8), torch.arange(8)]).expand(2, -1)
+PACKED_IDS = torch.randint(5, 1000, (2, 16), generator=torch.Generator().manual_seed(8))
+
+
+@pytest.mark.parametrize("use_cache", [False, True], ids=["no-cache", "cache"])
+def test_flex_sliding_window_keeps_packed_sequences_apart(use_cache):
+    """transformers' mask separates packed documents on the flex path, with use_cache on too (its empty cache used to
+    stop create_causal_mask looking for them): the packed row equals its documents run one at a time."""
+    model = decoder(attention_variant="sliding_window", attention_window=3, attn_implementation="flex_attention")
+    with torch.no_grad():
+        packed = model(PACKED_IDS, position_ids=PACKED_POSITIONS, use_cache=use_cache).logits
+        separate = torch.cat([model(PACKED_IDS[:, start:start + 8]).logits for start in (0, 8)], dim=1)
+        one_sequence = model(PACKED_IDS).logits
+    # Same windows over the same keys; the kernels group their float32 sums alike, so only rounding may differ.
+    torch.testing.assert_close(packed, separate, rtol=1e-4, atol=2e-5)
+    assert (one_sequence[:, 8:] - separate[:, 8:]).abs().max() > 1e-3  # the check can fail
+
+
+@pytest.mark.parametrize("overrides", CAUSAL_VARIANTS[:2], ids=["sliding_window", "performer"])
+@pytest.mark.parametrize(("implementation", "compiled"), [("sdpa", False), ("eager", False), ("sdpa", True)],
+                         ids=["sdpa", "eager", "sdpa-compiled"])
+def test_kernels_without_document_boundaries_refuse_packed_rows(overrides, implementation, compiled):
+    """The blocked sliding-window kernel and Performer's prefix sums cannot keep packed documents apart; they are
+    refused with the way out, not left to attend across documents. Under torch.compile the check is an assertion in
+    the graph, with the same message."""
+    model = decoder(**overrides, attn_implementation=implementation)
+
+    def packed(positions):
+        return model(PACKED_IDS, position_ids=positions, labels=PACKED_IDS).loss
+
+    run = torch.compile(packed, backend="aot_eager") if compiled else packed
+    suggestion = "flex_attention" if overrides["attention_variant"] == "sliding_window" else "attention_variant='full'"
+    with pytest.raises((ValueError, RuntimeError), match=f"cannot keep packed sequences apart.*{suggestion}"):
+        run(PACKED_POSITIONS)
+    # Positions that do not restart (a continuation, here from 5) are one document per row, as without them.
+    continuing = torch.arange(5, 21).expand(2, -1)
+    torch.testing.assert_close(run(continuing), packed(continuing))
+    # With an attention_mask the positions are the caller's (left padding restarts them) and are not read as packing.
+    with torch.no_grad():
+        model(PACKED_IDS, position_ids=PACKED_POSITIONS, attention_mask=torch.ones_like(PACKED_IDS))
+    torch._dynamo.reset()
+
+
 def test_vit_with_linformer_trains():
     base = tz.ZooViTConfig.from_preset("tiny")
     length = base.num_patches + base.num_prefix_tokens  # patches + [CLS]

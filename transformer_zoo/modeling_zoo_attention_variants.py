@@ -534,6 +534,12 @@ def variant_attention_mask(config, is_causal: bool, inputs_embeds: torch.Tensor,
     sliding_window on flex_attention: transformers' causal/bidirectional mask intersected with the window-or-global
     rule; for flex that is a block-sparse BlockMask. Every other case: the 2-D bool padding mask [batch, keys] (None
     without padding), which the variant kernels read directly, so no n x n mask is built.
+
+    `position_ids` are the caller's own (None where the stack made them) and `cache` is None where an empty dynamic
+    cache would only have stopped create_causal_mask looking for packed sequences (ZooStack._cache_for_mask). A causal
+    stack given positions that restart within a row and no attention_mask holds several documents per row, which
+    transformers' masks keep apart: the flex path does too (create_causal_mask), the other kernels cannot, and are
+    refused rather than left to attend across documents (`refuse_packed_rows`).
     """
     if cache is not None and getattr(cache, "is_compileable", False):
         raise ValueError(
@@ -556,6 +562,8 @@ def variant_attention_mask(config, is_causal: bool, inputs_embeds: torch.Tensor,
                                       cache=cache, position_ids=position_ids, and_mask_function=window_rule)
         return create_bidirectional_mask(config=config, inputs_embeds=inputs_embeds, attention_mask=attention_mask,
                                          and_mask_function=window_rule)
+    if is_causal and position_ids is not None and attention_mask is None and cache is None:
+        refuse_packed_rows(config, position_ids)
     if attention_mask is None:
         return None
     if attention_mask.ndim != 2:
@@ -565,6 +573,26 @@ def variant_attention_mask(config, is_causal: bool, inputs_embeds: torch.Tensor,
         )
     attention_mask = attention_mask.to(device=inputs_embeds.device, dtype=torch.bool)
     return None if bool(attention_mask.all()) else attention_mask
+
+
+def refuse_packed_rows(config, position_ids: torch.Tensor) -> None:
+    """Raise when `position_ids` restart within a row (transformers' sign of packed sequences, several documents in
+    one row): the blocked sliding-window kernel and Performer's prefix sums have no notion of a document boundary and
+    would let each document attend to the one before it. The check reads the data; under torch.compile, where a
+    Python branch on it cannot be traced, it is an assertion inside the graph (on CUDA a device-side assert)."""
+    steps = torch.diff(position_ids, dim=-1)
+    message = (f"attention_variant={config.attention_variant!r} under attn_implementation="
+               f"{config._attn_implementation!r} cannot keep packed sequences apart: position_ids restart within a "
+               "row (several documents in one row, no attention_mask), and its kernel would attend across them. ")
+    if config.attention_variant == "sliding_window":
+        message += "Use attn_implementation='flex_attention', which separates them, or "
+    else:
+        message += "Use attention_variant='full', which separates them, or "
+    message += "put one sequence per row with an attention_mask."
+    if torch.compiler.is_compiling():
+        torch._assert_async((steps == 1).all(), message)
+    elif bool((steps != 1).any()):
+        raise ValueError(message)
 
 
 def count_variant_training_steps(stack: nn.Module) -> None:

@@ -199,7 +199,8 @@ class ZooStackMixin:
             # Efficient attention variants read the 2-D padding mask (or a flex BlockMask), never an n x n one.
             count_variant_training_steps(self)
             mask = variant_attention_mask(
-                self.config, self.is_causal, hidden_states, attention_mask, self_cache, packing_positions
+                self.config, self.is_causal, hidden_states, attention_mask,
+                self._cache_for_mask(self_cache, past_length, attention_mask, packing_positions), packing_positions
             )
         elif self.is_causal:
             mask = create_causal_mask(
