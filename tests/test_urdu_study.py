@@ -202,7 +202,7 @@ def test_quick_study_end_to_end(tmp_path):
 
     # The convergence check on the same runs: the protocol, twice the epochs, fp32; results.json untouched.
     before = (out / "runs" / "mean" / "seed-1" / "results.json").read_text()
-    report = convergence_module.main(["--quick", "--work-dir", str(out / "runs"), "--arms", "unadapted,mean",
+    report = convergence_module.main(["--quick", "--work-dir", str(out / "runs"), "--arms", "mean",
                                       "--threads", "1", "--output-dir", str(out)])
     assert (out / "runs" / "mean" / "seed-1" / "results.json").read_text() == before
     mean = report["arms"]["mean"]
