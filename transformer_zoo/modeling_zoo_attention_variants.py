@@ -34,7 +34,11 @@ import torch
 from torch import nn
 from transformers import initialization as init
 from transformers.integrations.sdpa_attention import repeat_kv
-from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.masking_utils import (
+    create_bidirectional_mask,
+    create_causal_mask,
+    find_packed_sequence_indices,
+)
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import logging
 
@@ -578,9 +582,13 @@ def variant_attention_mask(config, is_causal: bool, inputs_embeds: torch.Tensor,
 def refuse_packed_rows(config, position_ids: torch.Tensor) -> None:
     """Raise when `position_ids` restart within a row (transformers' sign of packed sequences, several documents in
     one row): the blocked sliding-window kernel and Performer's prefix sums have no notion of a document boundary and
-    would let each document attend to the one before it. The check reads the data; under torch.compile, where a
-    Python branch on it cannot be traced, it is an assertion inside the graph (on CUDA a device-side assert)."""
-    steps = torch.diff(position_ids, dim=-1)
+    would let each document attend to the one before it. "Packed" is transformers' own test
+    (masking_utils.find_packed_sequence_indices, which create_causal_mask uses), so both paths agree on it. The check
+    reads the data; under torch.compile, where a Python branch on it cannot be traced (and that function returns the
+    document indices unconditionally), it is an assertion inside the graph (on CUDA a device-side assert)."""
+    documents = find_packed_sequence_indices(position_ids)
+    if documents is None:
+        return
     message = (f"attention_variant={config.attention_variant!r} under attn_implementation="
                f"{config._attn_implementation!r} cannot keep packed sequences apart: position_ids restart within a "
                "row (several documents in one row, no attention_mask), and its kernel would attend across them. ")
@@ -590,8 +598,8 @@ def refuse_packed_rows(config, position_ids: torch.Tensor) -> None:
         message += "Use attention_variant='full', which separates them, or "
     message += "put one sequence per row with an attention_mask."
     if torch.compiler.is_compiling():
-        torch._assert_async((steps == 1).all(), message)
-    elif bool((steps != 1).any()):
+        torch._assert_async((documents[:, -1] == 0).all(), message)
+    else:
         raise ValueError(message)
 
 
