@@ -81,7 +81,7 @@ CASES = [
     ("mask of another length", lambda: decoder()(input_ids=IDS, attention_mask=torch.ones(2, 4)), ValueError,
      r"attention_mask has shape \(2, 4\), expected .*\[2, 0 \+ 5\]"),
     ("2-D inputs_embeds", lambda: decoder()(inputs_embeds=torch.randn(5, 64)), ValueError,
-     r"inputs_embeds must be \[batch, sequence, hidden_size\]"),
+     r"inputs_embeds must be \[batch, sequence, hidden_size=64\] .*got shape \(5, 64\)"),
     ("uint8 pixels", lambda: tz.ZooViTModel(tz.ZooViTConfig.from_preset("tiny"))(
         torch.zeros(1, 3, 32, 32, dtype=torch.uint8)), ValueError, "Pass the images through the model's image processor"),
     ("1-D decoder_input_ids", lambda: seq2seq()(input_ids=IDS, decoder_input_ids=IDS[0]), ValueError,
@@ -89,6 +89,46 @@ CASES = [
     ("source mask of another length", lambda: seq2seq()(encoder_outputs=seq2seq().get_encoder()(input_ids=IDS),
                                                         attention_mask=torch.ones(2, 4), decoder_input_ids=IDS),
      ValueError, r"attention_mask \(of the source\) has shape \(2, 4\), but the encoder states are \(2, 5\)"),
+    ("additive attention_mask", lambda: decoder()(input_ids=IDS, attention_mask=torch.tensor([[0.0] * 3 + [-1e4] * 2] * 2)),
+     ValueError, r"attention_mask holds -10000.0: a 2-D mask is 1 for tokens to attend to and 0 for padding.*"
+                 r"\(attention_mask == 0\).long\(\)"),
+    ("additive mask on an encoder", lambda: classifier()(input_ids=IDS, attention_mask=torch.full((2, 5), -float("inf"))),
+     ValueError, "attention_mask holds -inf"),
+    ("additive source mask", lambda: seq2seq()(input_ids=IDS, attention_mask=torch.full((2, 5), 0.5), decoder_input_ids=IDS),
+     ValueError, "attention_mask holds 0.5"),
+    ("3-D attention_mask", lambda: decoder()(input_ids=IDS, attention_mask=torch.ones(2, 5, 5)), ValueError,
+     r"attention_mask has shape \(2, 5, 5\): it must be 2-D \[batch, tokens\].* or 4-D"),
+    ("4-D mask of other keys", lambda: decoder()(input_ids=IDS, attention_mask=torch.ones(2, 1, 5, 4, dtype=torch.bool)),
+     ValueError, r"attention_mask \(4-D\) has shape \(2, 1, 5, 4\), expected .*= \[2 or 1, \.\.\., 5, 5\]"),
+    ("float position_ids", lambda: decoder()(input_ids=IDS, position_ids=torch.zeros(2, 5)), ValueError,
+     "position_ids must hold integer positions"),
+    ("negative position_ids", lambda: decoder()(input_ids=IDS, position_ids=torch.full_like(IDS, -1)), ValueError,
+     "position_ids holds -1: positions count from 0"),
+    ("1-D position_ids", lambda: decoder()(input_ids=IDS, position_ids=torch.arange(5)), ValueError,
+     r"position_ids has shape \(5,\), expected \[batch or 1, new tokens\] = \[2 or 1, 5\].*unsqueeze\(0\)"),
+    ("position_ids of another length", lambda: tz.ZooDecoderForCausalLM(tz.ZooDecoderConfig.from_preset("tiny-llama"))(
+        input_ids=IDS, position_ids=torch.arange(4)[None]), ValueError, r"position_ids has shape \(1, 4\)"),
+    ("decoder_position_ids of another length", lambda: seq2seq()(input_ids=IDS, decoder_input_ids=IDS,
+                                                                 decoder_position_ids=torch.arange(3)[None]),
+     ValueError, r"decoder_position_ids has shape \(1, 3\)"),
+    ("decoder_attention_mask of another length", lambda: seq2seq()(input_ids=IDS, decoder_input_ids=IDS,
+                                                                   decoder_attention_mask=torch.ones(2, 3)),
+     ValueError, r"decoder_attention_mask has shape \(2, 3\)"),
+    ("inputs_embeds of another width", lambda: decoder()(inputs_embeds=torch.randn(2, 5, 7)), ValueError,
+     r"inputs_embeds must be \[batch, sequence, hidden_size=64\].* got shape \(2, 5, 7\)"),
+    ("integer inputs_embeds", lambda: classifier()(inputs_embeds=torch.ones(2, 5, 64, dtype=torch.long)), ValueError,
+     "inputs_embeds must be floating-point embeddings.*token ids go in input_ids"),
+    ("encoder_outputs of another width", lambda: seq2seq()(encoder_outputs=(torch.randn(2, 5, 3),), decoder_input_ids=IDS),
+     ValueError, r"the encoder states \(encoder_outputs\) have shape \(2, 5, 3\), expected \[batch=2"),
+    ("encoder_outputs of another batch", lambda: seq2seq()(encoder_outputs=(torch.randn(3, 5, 64),),
+                                                           decoder_input_ids=IDS),
+     ValueError, r"have shape \(3, 5, 64\), expected \[batch=2"),
+    ("generate with a mask of another length", lambda: decoder().generate(IDS, attention_mask=torch.ones(2, 3),
+                                                                          max_new_tokens=2),
+     ValueError, r"attention_mask has shape \(2, 3\), but the prompt is \(2, 5\)"),
+    ("generate with an additive mask", lambda: decoder().generate(IDS, attention_mask=torch.zeros(2, 5) - 1e9,
+                                                                   max_new_tokens=2),
+     ValueError, "attention_mask holds -1000000000.0"),
     ("token type beyond type_vocab_size", lambda: classifier()(input_ids=IDS, token_type_ids=torch.full_like(IDS, 2)),
      ValueError, "token_type_ids holds id 2, outside the vocabulary of 2"),
     ("unknown keyword", lambda: decoder()(input_ids=IDS, head_mask=None), TypeError,
@@ -112,6 +152,24 @@ CASES = [
 def test_bad_input_is_refused_with_a_clear_message(case, call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_every_mask_transformers_reads_is_still_taken():
+    """The mask checks refuse only what transformers would misread: 2-D masks of 0/1 as bool, long or float give the
+    same logits, and a custom 4-D boolean mask (passed through by transformers' mask functions) equal to the padded
+    causal mask gives them too."""
+    model = decoder()
+    padding = torch.ones_like(IDS)
+    padding[1, 3:] = 0  # right padding: every query still sees its own first token
+    with torch.no_grad():
+        reference = model(input_ids=IDS, attention_mask=padding).logits
+        for other in (padding.bool(), padding.float()):
+            torch.testing.assert_close(model(input_ids=IDS, attention_mask=other).logits, reference, rtol=0, atol=0)
+        causal = torch.tril(torch.ones(5, 5, dtype=torch.bool))
+        custom = causal[None, None] & padding.bool()[:, None, None, :]
+        # The same keys masked through another mask path: float32 reordering bounds (atol 2e-5, rtol 1e-4).
+        torch.testing.assert_close(model(input_ids=IDS, attention_mask=custom).logits, reference, rtol=1e-4,
+                                   atol=2e-5)
 
 
 def test_gradient_accumulation_micro_batch_may_have_no_labels():
@@ -392,14 +450,15 @@ def test_damaged_newest_checkpoint_falls_back_to_the_newest_complete_one(tmp_pat
 
 
 def test_input_checks_keep_torch_compile_fullgraph():
-    """The value checks are skipped while compiling (and off CPU): a fullgraph compile with labels and a padded mask
-    still captures one graph and matches eager."""
+    """The value checks are skipped while compiling (and off CPU): a fullgraph compile with labels, a padded mask and
+    positions still captures one graph and matches eager."""
     torch.manual_seed(0)
     model = decoder()
     mask = torch.ones_like(IDS)
     mask[0, :2] = 0
+    positions = (mask.cumsum(-1) - 1).clamp_min(0)
     compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
     with torch.no_grad():
-        eager = model(input_ids=IDS, attention_mask=mask, labels=IDS)
-        result = compiled(input_ids=IDS, attention_mask=mask, labels=IDS)
+        eager = model(input_ids=IDS, attention_mask=mask, position_ids=positions, labels=IDS)
+        result = compiled(input_ids=IDS, attention_mask=mask, position_ids=positions, labels=IDS)
     torch.testing.assert_close(result.loss, eager.loss, atol=1e-6, rtol=0)

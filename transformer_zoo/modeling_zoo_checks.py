@@ -39,6 +39,89 @@ def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str) -> None:
                 "or resize the embeddings (model.resize_token_embeddings(len(tokenizer))).")
 
 
+def check_inputs_embeds(embeds: torch.Tensor, hidden_size: int, name: str = "inputs_embeds") -> None:
+    """[batch, sequence >= 1, hidden_size] floating-point embeddings."""
+    if not isinstance(embeds, torch.Tensor):
+        raise TypeError(f"{name} must be a torch tensor [batch, sequence, hidden_size], got {type(embeds).__name__}.")
+    if embeds.ndim != 3 or embeds.shape[1] == 0 or embeds.shape[2] != hidden_size:
+        raise ValueError(
+            f"{name} must be [batch, sequence, hidden_size={hidden_size}] with at least one position, got shape "
+            f"{tuple(embeds.shape)}; model.get_input_embeddings()(input_ids) makes them.")
+    if not embeds.is_floating_point():
+        raise ValueError(f"{name} must be floating-point embeddings, got {embeds.dtype}; token ids go in "
+                         f"{name.replace('inputs_embeds', 'input_ids')} instead.")
+
+
+def check_position_ids(position_ids: torch.Tensor, batch_size: int, query_length: int,
+                       name: str = "position_ids") -> None:
+    """[batch or 1, new tokens] non-negative integer positions: one per token of this call (a cache's tokens have
+    theirs already)."""
+    if not isinstance(position_ids, torch.Tensor):
+        raise TypeError(f"{name} must be a torch tensor of integer positions, got {type(position_ids).__name__}.")
+    if position_ids.is_floating_point() or position_ids.is_complex() or position_ids.dtype == torch.bool:
+        raise ValueError(f"{name} must hold integer positions (torch.long), got {position_ids.dtype}.")
+    if position_ids.ndim != 2 or position_ids.shape[0] not in (1, batch_size) or position_ids.shape[1] != query_length:
+        hint = f" For positions shared by the batch use {name}.unsqueeze(0)." if position_ids.ndim == 1 else ""
+        raise ValueError(
+            f"{name} has shape {tuple(position_ids.shape)}, expected [batch or 1, new tokens] = [{batch_size} or 1, "
+            f"{query_length}]: one position per token of this call.{hint}")
+    if values_are_checkable(position_ids) and position_ids.numel():
+        low = int(position_ids.min())
+        if low < 0:
+            raise ValueError(f"{name} holds {low}: positions count from 0. Positions derived from an attention mask "
+                             "should be mask.cumsum(-1) - 1 with the padded places set to 0 or 1.")
+
+
+def check_attention_mask(mask, batch_size: int, query_length: int, key_length: int,
+                         name: str = "attention_mask", cache_key_length: int | None = None) -> None:
+    """A 2-D [batch, key tokens] mask of 1 (attend) and 0 (padding), as transformers' models read it, or a 4-D
+    [batch or 1, heads or 1, new tokens, keys] one, which transformers' mask functions pass through as given; its keys
+    are the cached and new tokens, or the cache's whole length (`cache_key_length`: a static cache's). Anything else
+    (a flex BlockMask, transformers' per-layer-type dict) is transformers' own to read."""
+    if not isinstance(mask, torch.Tensor):
+        return
+    # A static cache counts its tokens in a tensor: comparing with it would sync a GPU, and break a compiled graph.
+    keys = [length for length in (key_length, cache_key_length) if isinstance(length, int)]
+    keys = sorted(set(keys))
+    if mask.ndim == 4:
+        if mask.shape[0] not in (1, batch_size) or mask.shape[2] != query_length or (keys and mask.shape[3] not in keys):
+            raise ValueError(
+                f"{name} (4-D) has shape {tuple(mask.shape)}, expected [batch or 1, heads or 1, new tokens, keys] = "
+                f"[{batch_size} or 1, ..., {query_length}, {' or '.join(map(str, keys)) or 'keys'}].")
+        return
+    if mask.ndim != 2:
+        hint = f" For one sequence use {name}.unsqueeze(0)." if mask.ndim == 1 else ""
+        raise ValueError(
+            f"{name} has shape {tuple(mask.shape)}: it must be 2-D [batch, tokens] (1 = attend, 0 = padding) or 4-D "
+            f"[batch, 1, new tokens, keys].{hint}")
+    if mask.shape[0] != batch_size or (isinstance(key_length, int) and mask.shape[1] != key_length):
+        raise ValueError(
+            f"{name} has shape {tuple(mask.shape)}, expected [batch, cached + new tokens] = [{batch_size}, "
+            f"{key_length - query_length} + {query_length}]: one entry per key position, the cached ones included.")
+    if mask.dtype != torch.bool and values_are_checkable(mask):
+        # transformers casts a 2-D mask to bool: an additive mask (0 keep, -10000 or -inf padding) would be read
+        # inverted, and nothing would say so.
+        stray = mask[(mask != 0) & (mask != 1)]
+        if stray.numel():
+            raise ValueError(
+                f"{name} holds {stray[0].item()}: a 2-D mask is 1 for tokens to attend to and 0 for padding. An "
+                f"additive mask (0 to keep, a large negative number to mask) would be read inverted; convert it with "
+                f"({name} == 0).long().")
+
+
+def check_prompt_mask(inputs, generate_kwargs: dict) -> None:
+    """`generate`'s attention_mask against its prompt: one entry per prompt token. transformers derives the
+    positions from the mask before the model sees either, so a mask of another length would fail as a position
+    error (or, as a mask of ones, be dropped) instead of naming the mask."""
+    mask = generate_kwargs.get("attention_mask")
+    prompt = next((value for value in (inputs, generate_kwargs.get("input_ids"), generate_kwargs.get("inputs_embeds"))
+                   if isinstance(value, torch.Tensor)), None)
+    if isinstance(mask, torch.Tensor) and mask.ndim == 2 and prompt is not None and prompt.ndim >= 2 \
+            and tuple(mask.shape) != tuple(prompt.shape[:2]):
+        raise ValueError(f"attention_mask has shape {tuple(mask.shape)}, but the prompt is {tuple(prompt.shape[:2])} "
+                         "[batch, tokens]: pass the mask the tokenizer returned with the prompt.")
+
+
 def check_labels(labels: torch.Tensor, *, shape: tuple, num_classes: int | None, name: str = "labels",
                  num_items_in_batch=None, shifted: bool = False) -> None:
     """Class-index labels of `shape` in [0, num_classes) or -100 (ignored), not all ignored (`shifted`: the loss

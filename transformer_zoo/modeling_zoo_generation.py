@@ -45,6 +45,7 @@ import torch
 from torch import nn
 from transformers.generation import GenerationMixin
 
+from .modeling_zoo_checks import check_prompt_mask
 from .modeling_zoo_layers import plain_linears
 from .modeling_zoo_vocabulary import VocabularyLogits, project_vocabulary
 
@@ -169,6 +170,7 @@ class ZooGenerationMixin(GenerationMixin):
     _decoding_head_copy: DecodingHeadCopy | None = None
 
     def generate(self, *args, **kwargs):
+        check_prompt_mask(args[0] if args else kwargs.get("inputs"), kwargs)
         if not self.config.decoding_head_copy or "_decoding_head_copy" in self.__dict__:
             # Off, or this model's generate called inside its own generate (a custom decoding loop or logits
             # processor): the outer call owns the copy.

@@ -20,7 +20,13 @@ from .modeling_zoo_attention_variants import (
     uses_variant_mask,
     variant_attention_mask,
 )
-from .modeling_zoo_checks import check_token_ids, reject_unknown_kwargs
+from .modeling_zoo_checks import (
+    check_attention_mask,
+    check_inputs_embeds,
+    check_position_ids,
+    check_token_ids,
+    reject_unknown_kwargs,
+)
 from .modeling_zoo_dropout import ZooDropout
 from .modeling_zoo_layers import ZooBlock, build_norm
 from .modeling_zoo_positions import POSITION_SCHEMES
@@ -96,6 +102,9 @@ class ZooStackMixin:
     ) -> None:
         """`position_scheme` overrides config.position_embedding_type (ViT adds its 2-D positions itself)."""
         self.is_causal = is_causal
+        # How callers name this stack's inputs in messages: an encoder-decoder's decoder (the one stack with
+        # cross-attention) takes decoder_input_ids, decoder_attention_mask and decoder_position_ids.
+        self.argument_prefix = "decoder_" if has_cross_attention else ""
         num_heads, _, head_dim = config.attention_shape(config.attention_key(0, is_causal))
         self.positions = POSITION_SCHEMES[position_scheme or config.position_embedding_type](
             config, is_causal, num_heads, head_dim
@@ -124,11 +133,27 @@ class ZooStackMixin:
             # PEFT may wrap the embedding (trainable_token_indices); the config's vocab_size follows every resize.
             check_token_ids(input_ids, getattr(self.embed_tokens, "num_embeddings", self.config.vocab_size), name)
             return self.embed_tokens(input_ids)
-        if inputs_embeds.ndim != 3 or inputs_embeds.shape[1] == 0:
-            raise ValueError(
-                f"inputs_embeds must be [batch, sequence, hidden_size] with at least one position, got shape "
-                f"{tuple(inputs_embeds.shape)}; model.get_input_embeddings()(input_ids) makes them.")
+        check_inputs_embeds(inputs_embeds, self.config.hidden_size, name.replace("input_ids", "inputs_embeds"))
         return inputs_embeds
+
+    def check_encoder_states(self, encoder_hidden_states: torch.Tensor, encoder_attention_mask, batch_size: int,
+                             query_length: int) -> None:
+        """The states cross-attention reads ([batch, source length, hidden_size], from the encoder or passed as
+        encoder_outputs) and the source mask that goes with them."""
+        states = tuple(encoder_hidden_states.shape)
+        if encoder_hidden_states.ndim != 3 or states[0] != batch_size or states[2] != self.config.hidden_size:
+            raise ValueError(
+                f"the encoder states (encoder_outputs) have shape {states}, expected [batch={batch_size}, source "
+                f"length, hidden_size={self.config.hidden_size}]: pass the encoder's output for the same batch "
+                "(model.get_encoder()(input_ids).last_hidden_state).")
+        if isinstance(encoder_attention_mask, torch.Tensor) and encoder_attention_mask.ndim == 2 \
+                and tuple(encoder_attention_mask.shape) != states[:2]:
+            raise ValueError(
+                f"attention_mask (of the source) has shape {tuple(encoder_attention_mask.shape)}, but the encoder "
+                f"states are {states[:2]} [batch, source length]: pass the mask of the source the encoder read.")
+        if encoder_attention_mask is not None:
+            # The source's own mask, under the name the encoder-decoder takes it by.
+            check_attention_mask(encoder_attention_mask, batch_size, query_length, states[1])
 
     def check_attention_implementation(self) -> None:
         implementation = self.config._attn_implementation or "eager"
@@ -165,14 +190,17 @@ class ZooStackMixin:
         reject_unknown_kwargs(self, kwargs)
         self_cache = cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
         past_length = self_cache.get_seq_length() if self_cache is not None else 0
-        query_length = inputs_embeds.shape[1]
-        if attention_mask is not None and attention_mask.ndim == 2 and (
-            attention_mask.shape[0] != inputs_embeds.shape[0] or attention_mask.shape[1] != past_length + query_length
-        ):
-            raise ValueError(
-                f"attention_mask has shape {tuple(attention_mask.shape)}, expected [batch, cached + new tokens] = "
-                f"[{inputs_embeds.shape[0]}, {past_length} + {query_length}]: one entry per key position, the "
-                "cached ones included.")
+        batch_size, query_length = inputs_embeds.shape[:2]
+        # The mask first: positions derived from a wrong mask (generate does that) would otherwise fail first.
+        prefix = self.argument_prefix
+        if attention_mask is not None:
+            cache_keys = self_cache.get_mask_sizes(query_length, 0)[0] if self_cache is not None else None
+            check_attention_mask(attention_mask, batch_size, query_length, past_length + query_length,
+                                 f"{prefix}attention_mask", cache_keys)
+        if position_ids is not None:
+            check_position_ids(position_ids, batch_size, query_length, f"{prefix}position_ids")
+        if encoder_hidden_states is not None:
+            self.check_encoder_states(encoder_hidden_states, encoder_attention_mask, batch_size, query_length)
         # Only positions the caller gave can mark packed sequences (several documents in one row, their positions
         # restarting), which transformers' create_causal_mask looks for in position_ids. The stack's own arange has
         # nothing to find, and passing it cost compiled steps their is_causal attention: under torch.compile that
@@ -215,12 +243,6 @@ class ZooStackMixin:
                 config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
             )
         cross_mask = None
-        if encoder_attention_mask is not None and encoder_hidden_states is not None and encoder_attention_mask.ndim == 2 \
-                and tuple(encoder_attention_mask.shape) != tuple(encoder_hidden_states.shape[:2]):
-            raise ValueError(
-                f"attention_mask (of the source) has shape {tuple(encoder_attention_mask.shape)}, but the encoder "
-                f"states are {tuple(encoder_hidden_states.shape[:2])} [batch, source length]: pass the mask of the "
-                "source the encoder read.")
         if encoder_hidden_states is not None:
             cross_mask = create_bidirectional_mask(
                 config=self.config,
