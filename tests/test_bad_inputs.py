@@ -31,6 +31,10 @@ def classifier():
     return tz.ZooEncoderForSequenceClassification(tz.ZooEncoderConfig.from_preset("tiny", num_labels=3)).eval()
 
 
+def question_answering():
+    return tz.ZooEncoderForQuestionAnswering(tz.ZooEncoderConfig.from_preset("tiny")).eval()
+
+
 def seq2seq():
     return tz.ZooSeq2SeqForConditionalGeneration(tz.ZooSeq2SeqConfig.from_preset("tiny")).eval()
 
@@ -143,6 +147,31 @@ CASES = [
      r"outside 0..999"),
     ("class index out of range", lambda: classifier()(input_ids=IDS, labels=torch.tensor([0, 3])), ValueError,
      r"labels holds 3, outside 0..2"),
+    ("integer targets for a regression head", lambda: tz.ZooEncoderForSequenceClassification(
+        tz.ZooEncoderConfig.from_preset("tiny", num_labels=1))(input_ids=IDS, labels=torch.tensor([1, 2])), ValueError,
+     r"num_labels=1 makes this a regression head.*labels.float\(\).*num_labels set to the number of classes"),
+    ("integer multi-label targets", lambda: tz.ZooEncoderForSequenceClassification(tz.ZooEncoderConfig.from_preset(
+        "tiny", num_labels=3, problem_type="multi_label_classification"))(input_ids=IDS, labels=torch.tensor([1, 2])),
+     ValueError, r"problem_type='multi_label_classification', which takes float targets"),
+    ("multi-label targets outside [0, 1]", lambda: classifier()(input_ids=IDS, labels=torch.full((2, 3), 3.0)),
+     ValueError, r"labels hold 3.0, but multi-label targets are probabilities in \[0, 1\]"),
+    ("float labels for single-label classification", lambda: tz.ZooEncoderForSequenceClassification(
+        tz.ZooEncoderConfig.from_preset("tiny", num_labels=3, problem_type="single_label_classification"))(
+        input_ids=IDS, labels=torch.tensor([1.0, 2.0])), ValueError, "takes integer class indices"),
+    ("start_positions alone", lambda: question_answering()(input_ids=IDS, start_positions=torch.tensor([1, 2])),
+     ValueError, "only start_positions was given: pass both"),
+    ("float end_positions", lambda: question_answering()(input_ids=IDS, start_positions=torch.tensor([1, 2]),
+                                                         end_positions=torch.tensor([2.0, 3.0])),
+     ValueError, "end_positions must be integer token indices"),
+    ("negative start_positions", lambda: question_answering()(input_ids=IDS, start_positions=torch.tensor([-1, 2]),
+                                                              end_positions=torch.tensor([2, 3])),
+     ValueError, r"start_positions holds -1: token indices count from 0.*0 \(the \[CLS\] position"),
+    ("span positions of another batch", lambda: question_answering()(input_ids=IDS, start_positions=torch.tensor([1]),
+                                                                     end_positions=torch.tensor([2])),
+     ValueError, r"start_positions has shape \(1,\), expected \(2,\)"),
+    ("an empty sequence to classify", lambda: tz.ZooDecoderForSequenceClassification(
+        tz.ZooDecoderConfig.from_preset("tiny", num_labels=3))(input_ids=IDS, attention_mask=torch.tensor(
+            [[1] * 5, [0] * 5])), ValueError, "attention_mask row 1 attends to no token"),
     ("multi-label targets of the wrong width", lambda: classifier()(input_ids=IDS, labels=torch.ones(2, 2)),
      ValueError, r"float labels have shape \(2, 2\), expected \(2, 3\)"),
 ]
@@ -170,6 +199,33 @@ def test_every_mask_transformers_reads_is_still_taken():
         # The same keys masked through another mask path: float32 reordering bounds (atol 2e-5, rtol 1e-4).
         torch.testing.assert_close(model(input_ids=IDS, attention_mask=custom).logits, reference, rtol=1e-4,
                                    atol=2e-5)
+
+
+def test_span_positions_past_the_sequence_leave_the_example_out_as_in_transformers():
+    """transformers' documented convention, kept: a position at or past the sequence length drops that example's
+    term from the loss, so the loss equals the one over the other examples alone."""
+    model = question_answering()
+    with torch.no_grad():
+        both = model(input_ids=IDS, start_positions=torch.tensor([1, 9]), end_positions=torch.tensor([2, 9])).loss
+        first = model(input_ids=IDS[:1], start_positions=torch.tensor([1]), end_positions=torch.tensor([2])).loss
+    torch.testing.assert_close(both, first, rtol=1e-5, atol=1e-6)
+
+
+def test_unscaled_pixels_are_warned_about_once():
+    """0-255 pixels that were not rescaled run (a model may have been trained on them) but are named, once."""
+    from transformers.testing_utils import CaptureLogger
+    from transformer_zoo import modeling_zoo_vit
+
+    model = tz.ZooViTForImageClassification(tz.ZooViTConfig.from_preset("tiny")).eval()
+    pixels = torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    modeling_zoo_vit.logger.warning_once.cache_clear()
+    with CaptureLogger(modeling_zoo_vit.logger) as prepared, torch.no_grad():
+        model(pixel_values=pixels)
+    with CaptureLogger(modeling_zoo_vit.logger) as raw, torch.no_grad():
+        model(pixel_values=pixels * 255)
+        model(pixel_values=pixels * 255)
+    assert prepared.out == ""
+    assert raw.out.count("look like 0-255 images that were not rescaled") == 1
 
 
 def test_gradient_accumulation_micro_batch_may_have_no_labels():

@@ -149,22 +149,82 @@ def check_labels(labels: torch.Tensor, *, shape: tuple, num_classes: int | None,
             raise ValueError(f"{name} holds {bad}, outside 0..{num_classes - 1} (and -100 for ignored positions).")
 
 
+def classification_problem(config, labels: torch.Tensor) -> str:
+    """The loss transformers' ForSequenceClassificationLoss will compute: config.problem_type, or what it infers from
+    num_labels and the labels' dtype (and then writes into the config) when that is None."""
+    if config.problem_type is not None:
+        return config.problem_type
+    if config.num_labels == 1:
+        return "regression"
+    if labels.dtype in (torch.long, torch.int):
+        return "single_label_classification"
+    return "multi_label_classification"
+
+
 def check_classification_labels(labels: torch.Tensor, config, batch_size: int, num_items_in_batch=None) -> None:
-    """Sequence/image classification labels: class indices [batch] for single-label classification, floats
-    [batch] (num_labels=1, regression) or [batch, num_labels] (multi-label), as transformers' loss reads them."""
+    """Sequence/image classification labels as transformers' loss reads them for the problem type: class indices
+    [batch] (single-label), float targets [batch] (num_labels=1) or [batch, num_labels] (regression), float 0/1
+    targets [batch, num_labels] in [0, 1] (multi-label)."""
     if not isinstance(labels, torch.Tensor):
         raise TypeError(f"labels must be a torch tensor, got {type(labels).__name__}.")
-    if labels.is_floating_point():
-        expected = (batch_size,) if config.num_labels == 1 else (batch_size, config.num_labels)
-        if tuple(labels.shape) not in (expected, (batch_size, 1) if config.num_labels == 1 else expected):
-            raise ValueError(
-                f"float labels have shape {tuple(labels.shape)}, expected {expected} "
-                f"({'regression targets' if config.num_labels == 1 else 'multi-label 0/1 targets, one per class'}); "
-                "for single-label classification pass integer class indices of shape [batch].")
+    num_labels = config.num_labels
+    problem = classification_problem(config, labels)
+    if problem == "single_label_classification":
+        if labels.is_floating_point():
+            raise ValueError(f"problem_type='single_label_classification' takes integer class indices [batch], got "
+                             f"{labels.dtype} labels; float targets are for regression or multi-label problems.")
+        if tuple(labels.shape) == (batch_size, 1):
+            labels = labels.view(-1)  # [batch, 1] is read as [batch] by transformers' loss too
+        check_labels(labels, shape=(batch_size,), num_classes=num_labels, num_items_in_batch=num_items_in_batch)
         return
-    if tuple(labels.shape) == (batch_size, 1):
-        labels = labels.view(-1)  # [batch, 1] is read as [batch] by transformers' loss too
-    check_labels(labels, shape=(batch_size,), num_classes=config.num_labels, num_items_in_batch=num_items_in_batch)
+    if problem == "regression":
+        expected = [(batch_size,), (batch_size, 1)] if num_labels == 1 else [(batch_size, num_labels)]
+        reason = ("num_labels=1 makes this a regression head (transformers' rule)" if config.problem_type is None
+                  else "problem_type='regression'")
+        what = "regression targets"
+        fix = (" For single-label classification build the model with num_labels set to the number of classes."
+               if config.problem_type is None else "")
+    elif problem == "multi_label_classification":
+        expected = [(batch_size, num_labels)]
+        reason, what, fix = "problem_type='multi_label_classification'", "multi-label 0/1 targets, one per class", ""
+    else:
+        return  # transformers raises "Invalid problem type" itself
+    if not labels.is_floating_point():
+        raise ValueError(f"labels are {labels.dtype}, but {reason}, which takes float targets: pass "
+                         f"labels.float().{fix}")
+    if tuple(labels.shape) not in expected:
+        raise ValueError(f"float labels have shape {tuple(labels.shape)}, expected {expected[0]} ({what}); for "
+                         "single-label classification pass integer class indices of shape [batch].")
+    if problem == "multi_label_classification" and values_are_checkable(labels) and labels.numel():
+        low, high = (float(value) for value in torch.aminmax(labels))
+        if low < 0 or high > 1:
+            raise ValueError(f"labels hold {high if high > 1 else low}, but multi-label targets are probabilities in "
+                             "[0, 1] (1: the class applies).")
+
+
+def check_span_positions(start_positions, end_positions, batch_size: int) -> None:
+    """Extractive-QA targets: both or neither, integer [batch] (or [batch, 1]) token indices, none negative. A
+    position at or past the sequence length is transformers' documented way to leave an example out of the loss
+    (an answer truncated away), so it is allowed."""
+    if (start_positions is None) != (end_positions is None):
+        given = "start_positions" if end_positions is None else "end_positions"
+        raise ValueError(f"only {given} was given: pass both start_positions and end_positions to compute the loss "
+                         "(with one of them it would silently not be computed), or neither for inference.")
+    for name, positions in (("start_positions", start_positions), ("end_positions", end_positions)):
+        if positions is None:
+            continue
+        if not isinstance(positions, torch.Tensor):
+            raise TypeError(f"{name} must be a torch tensor of token indices, got {type(positions).__name__}.")
+        if positions.is_floating_point() or positions.dtype == torch.bool:
+            raise ValueError(f"{name} must be integer token indices (torch.long), got {positions.dtype}.")
+        if tuple(positions.shape) not in ((batch_size,), (batch_size, 1)):
+            raise ValueError(f"{name} has shape {tuple(positions.shape)}, expected ({batch_size},): one token index "
+                             "per example.")
+        if values_are_checkable(positions) and positions.numel() and int(positions.min()) < 0:
+            raise ValueError(
+                f"{name} holds {int(positions.min())}: token indices count from 0. Mark an unanswerable question "
+                "with 0 (the [CLS] position, as SQuAD 2.0 does), or leave an example out of the loss with a "
+                "position at or past the sequence length.")
 
 
 # Keywords a zoo forward passes on to the stack besides its own parameters: transformers' TransformersKwargs

@@ -19,7 +19,7 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_decoder import ZooDecoderConfig
-from .modeling_zoo_checks import check_classification_labels, check_labels
+from .modeling_zoo_checks import check_classification_labels, check_labels, values_are_checkable
 from .modeling_zoo_generation import ZooGenerationMixin
 from .modeling_zoo_layers import ZooAttention, ZooBlock, ZooPreTrainedModel, plain_linears
 from .modeling_zoo_stack import ZooStackMixin, accepts_past_key_values, build_token_embedding
@@ -180,6 +180,11 @@ class ZooDecoderForSequenceClassification(ZooDecoderPreTrainedModel):
         logits = self.score(outputs.last_hidden_state)
         batch_size = logits.shape[0]
         if attention_mask is not None:
+            if values_are_checkable(attention_mask) and attention_mask.ndim == 2:
+                empty = (attention_mask == 0).all(-1).nonzero().flatten()
+                if empty.numel():
+                    raise ValueError(f"attention_mask row {int(empty[0])} attends to no token: an empty sequence has "
+                                     "nothing to classify (its 'last token' would be padding); drop it from the batch.")
             # Rightmost attended position; works for left and right padding alike.
             positions = torch.arange(attention_mask.shape[-1], device=logits.device)
             last = (attention_mask.to(logits.device).bool() * positions).argmax(-1)

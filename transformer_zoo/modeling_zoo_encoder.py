@@ -17,7 +17,7 @@ from transformers.utils import can_return_tuple
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_encoder import ZooEncoderConfig
-from .modeling_zoo_checks import check_classification_labels, check_labels, check_token_ids
+from .modeling_zoo_checks import check_classification_labels, check_labels, check_span_positions, check_token_ids
 from .modeling_zoo_layers import (
     ZooAttention,
     ZooBlock,
@@ -250,6 +250,7 @@ class ZooEncoderForQuestionAnswering(ZooEncoderPreTrainedModel):
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).split(1, dim=-1)
         start_logits, end_logits = start_logits.squeeze(-1).contiguous(), end_logits.squeeze(-1).contiguous()
         loss = None
+        check_span_positions(start_positions, end_positions, start_logits.shape[0])
         if start_positions is not None and end_positions is not None:
             loss = self.loss_function(start_logits, end_logits, start_positions, end_positions, **kwargs)
         return QuestionAnsweringModelOutput(

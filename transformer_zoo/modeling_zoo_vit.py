@@ -12,14 +12,21 @@ import torch
 from torch import nn
 from transformers import initialization as init
 from transformers.modeling_outputs import BaseModelOutputWithPooling, ImageClassifierOutput
-from transformers.utils import can_return_tuple
+from transformers.utils import can_return_tuple, logging
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_vit import ZooViTConfig
-from .modeling_zoo_checks import check_classification_labels
+from .modeling_zoo_checks import check_classification_labels, values_are_checkable
 from .modeling_zoo_layers import ZooAttention, ZooBlock, ZooPreTrainedModel
 from .modeling_zoo_stack import ZooStackMixin, leading_positions_read
 from .modeling_zoo_losses import share_of_accumulated_batch
+
+
+logger = logging.get_logger(__name__)
+
+# Prepared pixels lie within a few units of 0: rescaled to [0, 1], then normalised (ImageNet's statistics give at most
+# (1 - 0.406) / 0.225 = 2.6). Pixels above this were not divided by 255.
+UNSCALED_PIXEL_LIMIT = 20.0
 
 
 def sincos_2d_table(grid_size: int, dim: int) -> torch.Tensor:
@@ -168,6 +175,13 @@ class ZooViTModel(ZooStackMixin, ZooViTPreTrainedModel):
                 f"pixel_values are {pixel_values.dtype}, not float: raw image bytes have not been prepared. Pass the "
                 "images through the model's image processor (ZooViTImageProcessor / AutoImageProcessor), which "
                 "resizes, scales to [0, 1] and normalises them.")
+        if values_are_checkable(pixel_values) and pixel_values.numel() \
+                and float(pixel_values.abs().amax()) > UNSCALED_PIXEL_LIMIT:
+            # A warning, not an error: a model trained on unscaled pixels is the user's to have.
+            logger.warning_once(
+                f"pixel_values reach beyond {UNSCALED_PIXEL_LIMIT:g}: they look like 0-255 images that were not "
+                "rescaled. The model's image processor (ZooViTImageProcessor / AutoImageProcessor) divides by 255 and "
+                "normalises them.")
         pixel_values = pixel_values.to(self.patch_embeddings.projection.weight.dtype)
         height, width = pixel_values.shape[-2:]
         patches = self.patch_embeddings(pixel_values)
