@@ -75,6 +75,10 @@ CASES = [
      CONFIG_ERRORS, "initializer_range must be >= 0"),
     ("dropout 1.0", lambda: tz.ZooEncoderConfig.from_preset("tiny", hidden_dropout=1.0), CONFIG_ERRORS,
      r"hidden_dropout must be in \[0, 1\)"),
+    ("resize to no tokens", lambda: decoder().resize_token_embeddings(0), ValueError,
+     r"resize_token_embeddings\(0\): the new vocabulary must be a positive number of tokens"),
+    ("resize past a special token", lambda: seq2seq().resize_token_embeddings(2), ValueError,
+     r"eos_token_id=2 would fall outside the new vocabulary \(ids 0..1\). Keep at least 3 tokens"),
     # ---- model inputs
     ("3-D input_ids", lambda: decoder()(input_ids=IDS[None]), ValueError, r"input_ids must be 2-D \[batch, sequence\]"),
     ("1-D input_ids", lambda: decoder()(input_ids=IDS[0]), ValueError, r"For one sequence use ids.unsqueeze\(0\)"),

@@ -5,6 +5,8 @@ all).
 This file is copied into saved checkpoints for `trust_remote_code`: it imports siblings only as `from .x import y`.
 """
 
+import operator
+
 import torch
 from torch import nn
 from transformers.utils import TransformersKwargs
@@ -225,6 +227,31 @@ def check_span_positions(start_positions, end_positions, batch_size: int) -> Non
                 f"{name} holds {int(positions.min())}: token indices count from 0. Mark an unanswerable question "
                 "with 0 (the [CLS] position, as SQuAD 2.0 does), or leave an example out of the loss with a "
                 "position at or past the sequence length.")
+
+
+def check_new_vocabulary_size(config, new_num_tokens, pad_to_multiple_of=None) -> None:
+    """`resize_token_embeddings(new_num_tokens, pad_to_multiple_of)`: a positive number of tokens that keeps every
+    special token id of the config inside the vocabulary (transformers would resize to anything, 0 included, and
+    leave the config naming ids the embedding no longer has)."""
+    if new_num_tokens is None:
+        return
+    try:
+        size = operator.index(new_num_tokens)  # int, NumPy and 0-d integer tensors alike
+    except TypeError:
+        size = None
+    if isinstance(new_num_tokens, bool) or size is None or size < 1:
+        raise ValueError(f"resize_token_embeddings({new_num_tokens!r}): the new vocabulary must be a positive number "
+                         "of tokens, usually len(tokenizer).")
+    if pad_to_multiple_of:
+        size = -(-size // pad_to_multiple_of) * pad_to_multiple_of
+    for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+        value = getattr(config, name, None)
+        for token_id in value if isinstance(value, list) else [value]:
+            if token_id is not None and token_id >= size:
+                raise ValueError(
+                    f"resize_token_embeddings({new_num_tokens}): {name}={token_id} would fall outside the new "
+                    f"vocabulary (ids 0..{size - 1}). Keep at least {token_id + 1} tokens, or set the config's "
+                    f"{name} to a token the new vocabulary has first.")
 
 
 # Keywords a zoo forward passes on to the stack besides its own parameters: transformers' TransformersKwargs

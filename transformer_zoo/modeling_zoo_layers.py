@@ -39,6 +39,7 @@ from transformers.utils import logging
 from .configuration_zoo_common import GATED_ACTIVATIONS
 from .modeling_zoo_attention_kernels import eager_attention_forward, sdpa_math_attention
 from .modeling_zoo_attention_variants import AttentionVariant, build_attention_variant
+from .modeling_zoo_checks import check_new_vocabulary_size
 from .modeling_zoo_dropout import ZooDropout, pcg64_applies
 from .modeling_zoo_positions import PositionScheme, apply_rotary
 
@@ -356,6 +357,10 @@ class ZooPreTrainedModel(PreTrainedModel):
         forward = cls.__dict__.get("forward")
         if callable(forward) and "__signature__" not in getattr(forward, "__dict__", {}):
             forward.__signature__ = inspect.signature(forward)
+
+    def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
+        check_new_vocabulary_size(self.config, new_num_tokens, pad_to_multiple_of)
+        return super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
 
     def _init_weights(self, module):
         super()._init_weights(module)
