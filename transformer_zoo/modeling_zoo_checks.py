@@ -83,8 +83,7 @@ def check_attention_mask(mask, batch_size: int, query_length: int, key_length: i
     if not isinstance(mask, torch.Tensor):
         return
     # A static cache counts its tokens in a tensor: comparing with it would sync a GPU, and break a compiled graph.
-    keys = [length for length in (key_length, cache_key_length) if isinstance(length, int)]
-    keys = sorted(set(keys))
+    keys = sorted({length for length in (key_length, cache_key_length) if isinstance(length, int)})
     if mask.ndim == 4:
         if mask.shape[0] not in (1, batch_size) or mask.shape[2] != query_length or (keys and mask.shape[3] not in keys):
             raise ValueError(
@@ -97,9 +96,10 @@ def check_attention_mask(mask, batch_size: int, query_length: int, key_length: i
             f"{name} has shape {tuple(mask.shape)}: it must be 2-D [batch, tokens] (1 = attend, 0 = padding) or 4-D "
             f"[batch, 1, new tokens, keys].{hint}")
     if mask.shape[0] != batch_size or (isinstance(key_length, int) and mask.shape[1] != key_length):
+        cached = key_length - query_length if isinstance(key_length, int) else "cached"
         raise ValueError(
             f"{name} has shape {tuple(mask.shape)}, expected [batch, cached + new tokens] = [{batch_size}, "
-            f"{key_length - query_length} + {query_length}]: one entry per key position, the cached ones included.")
+            f"{cached} + {query_length}]: one entry per key position, the cached ones included.")
     if mask.dtype != torch.bool and values_are_checkable(mask):
         # transformers casts a 2-D mask to bool: an additive mask (0 keep, -10000 or -inf padding) would be read
         # inverted, and nothing would say so.
