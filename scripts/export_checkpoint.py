@@ -154,6 +154,11 @@ def export_adapter(args) -> int:
 def main(argv=None) -> int:
     args = parse_args(argv)
     _setup_logging(args.verbose)
+    if not os.path.isdir(args.src):
+        # Else transformers reads the path as a Hub id and says it is not one, without naming the missing folder.
+        logger.error(f"{args.src}: no such folder. Pass a zoo model folder (what save_pretrained or a recipe's "
+                     "--output_dir wrote) or a LoRA adapter folder trained on one.")
+        return 2
     try:
         if os.path.isfile(os.path.join(args.src, "adapter_config.json")):
             if args.to == "gguf":

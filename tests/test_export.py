@@ -339,6 +339,8 @@ def test_cli_exports_checks_and_refuses(tmp_path):
     refused = run_script(tmp_path / "zoo", tmp_path / "gpt2", "--to", "gpt2")
     assert refused.returncode == 2 and "norm_type='rmsnorm'" in refused.stderr
     assert not (tmp_path / "gpt2").exists()
+    missing = run_script(tmp_path / "no-such-model", tmp_path / "out2")
+    assert missing.returncode == 2 and f"{tmp_path / 'no-such-model'}: no such folder" in missing.stderr
 
 
 def test_cli_help_describes_every_flag():
