@@ -100,6 +100,8 @@ CASES = [
     ("additive attention_mask", lambda: decoder()(input_ids=IDS, attention_mask=torch.tensor([[0.0] * 3 + [-1e4] * 2] * 2)),
      ValueError, r"attention_mask holds -10000.0: a 2-D mask is 1 for tokens to attend to and 0 for padding.*"
                  r"\(attention_mask == 0\).long\(\)"),
+    ("integer mask of segment ids", lambda: decoder()(input_ids=IDS, attention_mask=torch.tensor([[1, 1, 1, 2, 2]] * 2)),
+     ValueError, "attention_mask holds 2: a 2-D mask is 1 for tokens to attend to and 0 for padding"),
     ("additive mask on an encoder", lambda: classifier()(input_ids=IDS, attention_mask=torch.full((2, 5), -float("inf"))),
      ValueError, "attention_mask holds -inf"),
     ("additive source mask", lambda: seq2seq()(input_ids=IDS, attention_mask=torch.full((2, 5), 0.5), decoder_input_ids=IDS),

@@ -103,7 +103,11 @@ def check_attention_mask(mask, batch_size: int, query_length: int, key_length: i
     if mask.dtype != torch.bool and values_are_checkable(mask):
         # transformers casts a 2-D mask to bool: an additive mask (0 keep, -10000 or -inf padding) would be read
         # inverted, and nothing would say so.
-        stray = mask[(mask != 0) & (mask != 1)]
+        if mask.is_floating_point():
+            stray = mask[(mask != 0) & (mask != 1)]
+        else:  # integers: one reduction (a tokenizer's mask is checked at every decoding step)
+            low, high = (int(value) for value in torch.aminmax(mask))
+            stray = mask[(mask < 0) | (mask > 1)] if low < 0 or high > 1 else mask[:0]
         if stray.numel():
             raise ValueError(
                 f"{name} holds {stray[0].item()}: a 2-D mask is 1 for tokens to attend to and 0 for padding. An "
