@@ -500,13 +500,19 @@ class ZooTextConfig(ZooConfig):
     # a faster product (modeling_zoo_vocabulary.py). False: the plain `lm_head` output.
     row_aligned_logits: bool = True
 
-    def validate_vocabulary(self):
-        if self.vocab_size < 1:
-            raise ValueError(f"vocab_size must be positive, got {self.vocab_size}.")
+    def special_token_ids(self):
+        """(field name, id) for every special token id the config names (eos_token_id may be a list)."""
         for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
             value = getattr(self, name, None)
             for token_id in value if isinstance(value, list) else [value]:
-                if token_id is not None and not 0 <= token_id < self.vocab_size:
-                    raise ValueError(
-                        f"{name}={value} is outside the vocabulary (ids 0..{self.vocab_size - 1}); use an id below "
-                        f"vocab_size={self.vocab_size}, or None.")
+                if token_id is not None:
+                    yield name, token_id
+
+    def validate_vocabulary(self):
+        if self.vocab_size < 1:
+            raise ValueError(f"vocab_size must be positive, got {self.vocab_size}.")
+        for name, token_id in self.special_token_ids():
+            if not 0 <= token_id < self.vocab_size:
+                raise ValueError(
+                    f"{name}={getattr(self, name)} is outside the vocabulary (ids 0..{self.vocab_size - 1}); use an "
+                    f"id below vocab_size={self.vocab_size}, or None.")

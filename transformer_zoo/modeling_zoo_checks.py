@@ -248,14 +248,13 @@ def check_new_vocabulary_size(config, new_num_tokens, pad_to_multiple_of=None) -
                          "of tokens, usually len(tokenizer).")
     if pad_to_multiple_of:
         size = -(-size // pad_to_multiple_of) * pad_to_multiple_of
-    for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
-        value = getattr(config, name, None)
-        for token_id in value if isinstance(value, list) else [value]:
-            if token_id is not None and token_id >= size:
-                raise ValueError(
-                    f"resize_token_embeddings({new_num_tokens}): {name}={token_id} would fall outside the new "
-                    f"vocabulary (ids 0..{size - 1}). Keep at least {token_id + 1} tokens, or set the config's "
-                    f"{name} to a token the new vocabulary has first.")
+    special_token_ids = getattr(config, "special_token_ids", None)  # text configs; a ViT has no token ids
+    for name, token_id in special_token_ids() if special_token_ids else ():
+        if token_id >= size:
+            raise ValueError(
+                f"resize_token_embeddings({new_num_tokens}): {name}={token_id} would fall outside the new vocabulary "
+                f"(ids 0..{size - 1}). Keep at least {token_id + 1} tokens, or set the config's {name} to a token the "
+                "new vocabulary has first.")
 
 
 # Keywords a zoo forward passes on to the stack besides its own parameters: transformers' TransformersKwargs
