@@ -176,7 +176,7 @@ class ZooViTModel(ZooStackMixin, ZooViTPreTrainedModel):
                 "images through the model's image processor (ZooViTImageProcessor / AutoImageProcessor), which "
                 "resizes, scales to [0, 1] and normalises them.")
         if values_are_checkable(pixel_values) and pixel_values.numel() \
-                and float(pixel_values.abs().amax()) > UNSCALED_PIXEL_LIMIT:
+                and max(abs(float(value)) for value in torch.aminmax(pixel_values)) > UNSCALED_PIXEL_LIMIT:
             # A warning, not an error: a model trained on unscaled pixels is the user's to have.
             logger.warning_once(
                 f"pixel_values reach beyond {UNSCALED_PIXEL_LIMIT:g}: they look like 0-255 images that were not "
