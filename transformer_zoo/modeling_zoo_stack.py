@@ -191,12 +191,17 @@ class ZooStackMixin:
         self_cache = cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
         past_length = self_cache.get_seq_length() if self_cache is not None else 0
         batch_size, query_length = inputs_embeds.shape[:2]
+        # The keys attention will see. A StaticCache returns all max_cache_len slots (the unused ones masked), not
+        # past + query, so ask the cache, as create_causal_mask does: the score bias must span them (without this,
+        # alibi/relative crashed under generate(cache_implementation="static")), and a 4-D mask may.
+        key_length = past_length + query_length
+        if self_cache is not None:
+            key_length = self_cache.get_mask_sizes(query_length, 0)[0]
         # The mask first: positions derived from a wrong mask (generate does that) would otherwise fail first.
         prefix = self.argument_prefix
         if attention_mask is not None:
-            cache_keys = self_cache.get_mask_sizes(query_length, 0)[0] if self_cache is not None else None
             check_attention_mask(attention_mask, batch_size, query_length, past_length + query_length,
-                                 f"{prefix}attention_mask", cache_keys)
+                                 f"{prefix}attention_mask", key_length)
         if position_ids is not None:
             check_position_ids(position_ids, batch_size, query_length, f"{prefix}position_ids")
         if encoder_hidden_states is not None:
@@ -251,12 +256,6 @@ class ZooStackMixin:
                 encoder_hidden_states=encoder_hidden_states,
             )
         rotary = self.positions.rotary(position_ids, hidden_states.dtype)
-        # The bias must span the keys attention will see. A StaticCache returns all max_cache_len slots (the unused
-        # ones masked), not past + query, so ask the cache, as create_causal_mask does; without this alibi/relative
-        # crashed with a shape mismatch under generate(cache_implementation="static").
-        key_length = past_length + query_length
-        if self_cache is not None:
-            key_length = self_cache.get_mask_sizes(query_length, 0)[0]
         bias = self.positions.score_bias(query_length, key_length, past_length, hidden_states.device)
         if bias is not None:
             # Expanded (a view, no copy) to the batch: transformers' flex_attention score_mod indexes the bias as
