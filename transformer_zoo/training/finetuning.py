@@ -47,7 +47,7 @@ from .features import (
     translation_features,
 )
 from .finetuning_data import TaskData, load_task_data
-from .finetuning_models import DEFAULT_LORA_TARGETS, LoadedModel, apply_mode, load_model
+from .finetuning_models import DEFAULT_LORA_TARGETS, LoadedModel, apply_mode, check_model_source, load_model
 from .loop import train
 from .objectives import causal_lm_collator, check_sequence_length
 from .reporting import count_parameters, format_metrics, hardware_summary
@@ -417,4 +417,5 @@ def print_run(results: dict) -> None:
 
 def main(argv=None) -> dict:
     parser = build_parser()
-    return run_recipe(parser, parser.parse_args(argv), run)
+    # The model is checked before the data: a bad --model should not wait for a corpus to load.
+    return run_recipe(parser, parser.parse_args(argv), run, check_model_source)

