@@ -234,6 +234,32 @@ def test_unscaled_pixels_are_warned_about_once():
     assert raw.out.count("look like 0-255 images that were not rescaled") == 1
 
 
+@pytest.mark.parametrize("family", ["decoder", "seq2seq"])
+def test_padding_left_in_language_model_labels_is_warned_about_once(family):
+    """A pad id among the targets (labels padded with the tokenizer instead of -100) trains the model to predict
+    padding: it runs, as in transformers, but is named once. -100 padding says nothing, and neither does a pad token
+    that doubles as eos, which is a real target."""
+    from transformers.testing_utils import CaptureLogger
+    from transformer_zoo import modeling_zoo_checks
+
+    model = {"decoder": decoder, "seq2seq": seq2seq}[family]()
+    pad = model.config.pad_token_id
+    padded, ignored = IDS.clone(), IDS.clone()
+    padded[0, 3:], ignored[0, 3:] = pad, -100
+    inputs = {"decoder_input_ids": IDS} if family == "seq2seq" else {}
+    modeling_zoo_checks.logger.warning_once.cache_clear()
+    with CaptureLogger(modeling_zoo_checks.logger) as clean, torch.no_grad():
+        model(input_ids=IDS, labels=ignored, **inputs)
+    with CaptureLogger(modeling_zoo_checks.logger) as warned, torch.no_grad():
+        model(input_ids=IDS, labels=padded, **inputs)
+        model(input_ids=IDS, labels=padded, **inputs)
+    model.config.eos_token_id = pad
+    modeling_zoo_checks.logger.warning_once.cache_clear()
+    with CaptureLogger(modeling_zoo_checks.logger) as pad_is_eos, torch.no_grad():
+        model(input_ids=IDS, labels=padded, **inputs)
+    assert clean.out == "" and pad_is_eos.out == ""
+    assert warned.out.count(f"labels hold the pad token id {pad} as a target") == 1
+
 def test_gradient_accumulation_micro_batch_may_have_no_labels():
     """With num_items_in_batch a micro-batch of ignored labels is legitimate (it adds zero), so it is not refused."""
     loss = decoder()(input_ids=IDS, labels=torch.full_like(IDS, -100), num_items_in_batch=torch.tensor(7)).loss

@@ -9,7 +9,10 @@ import operator
 
 import torch
 from torch import nn
-from transformers.utils import TransformersKwargs
+from transformers.utils import TransformersKwargs, logging
+
+
+logger = logging.get_logger(__name__)
 
 
 def values_are_checkable(tensor: torch.Tensor) -> bool:
@@ -128,10 +131,22 @@ def check_prompt_mask(inputs, generate_kwargs: dict) -> None:
                          "[batch, tokens]: pass the mask the tokenizer returned with the prompt.")
 
 
+def padding_target_id(config) -> int | None:
+    """The pad token id when it is no token a language model learns to predict (not its eos or bos), else None.
+    Among the targets it means padding was left in the labels instead of -100; where the pad token doubles as eos
+    (GPT-2's usual setup) it is a legitimate target and nothing can be told apart."""
+    pad = getattr(config, "pad_token_id", None)
+    predicted = set()
+    for name in ("eos_token_id", "bos_token_id"):
+        value = getattr(config, name, None)
+        predicted.update(value if isinstance(value, (list, tuple)) else [value])
+    return None if pad is None or pad in predicted else pad
+
+
 def check_labels(labels: torch.Tensor, *, shape: tuple, num_classes: int | None, name: str = "labels",
-                 num_items_in_batch=None, shifted: bool = False) -> None:
+                 num_items_in_batch=None, shifted: bool = False, padding_id: int | None = None) -> None:
     """Class-index labels of `shape` in [0, num_classes) or -100 (ignored), not all ignored (`shifted`: the loss
-    reads labels[..., 1:], as causal LM does).
+    reads labels[..., 1:], as causal LM does). `padding_id` (see padding_target_id): warn once when it is a target.
 
     With num_items_in_batch (gradient accumulation) a micro-batch whose labels are all ignored is legitimate: it
     contributes zero to a sum divided by the items of all micro-batches. Without it the mean over no items is NaN.
@@ -153,6 +168,12 @@ def check_labels(labels: torch.Tensor, *, shape: tuple, num_classes: int | None,
         if low < 0 or high >= num_classes:
             bad = high if high >= num_classes else low
             raise ValueError(f"{name} holds {bad}, outside 0..{num_classes - 1} (and -100 for ignored positions).")
+        if padding_id is not None and bool((kept == padding_id).any()):
+            # A warning, not an error: a model may be meant to predict its pad token, though rarely one of its own.
+            logger.warning_once(
+                f"{name} hold the pad token id {padding_id} as a target, so the loss trains the model to predict "
+                "padding. Set padded label positions to -100 (DataCollatorForSeq2Seq and "
+                "DataCollatorForLanguageModeling do), unless the pad token is meant to be predicted.")
 
 
 def classification_problem(config, labels: torch.Tensor) -> str:

@@ -19,7 +19,7 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_decoder import ZooDecoderConfig
-from .modeling_zoo_checks import check_classification_labels, check_labels, values_are_checkable
+from .modeling_zoo_checks import check_classification_labels, check_labels, padding_target_id, values_are_checkable
 from .modeling_zoo_generation import ZooGenerationMixin
 from .modeling_zoo_layers import ZooAttention, ZooBlock, ZooPreTrainedModel, plain_linears
 from .modeling_zoo_stack import ZooStackMixin, accepts_past_key_values, build_token_embedding
@@ -113,7 +113,8 @@ class ZooDecoderForCausalLM(ZooDecoderPreTrainedModel, ZooGenerationMixin):
         loss = logits = None
         if labels is not None:
             check_labels(labels, shape=outputs.last_hidden_state.shape[:2], num_classes=self.config.vocab_size,
-                         num_items_in_batch=kwargs.get("num_items_in_batch"), shifted=True)
+                         num_items_in_batch=kwargs.get("num_items_in_batch"), shifted=True,
+                         padding_id=padding_target_id(self.config))
         chunked = labels is not None and self.config.loss_chunk_size and type(self.lm_head) is nn.Linear
         if chunked:
             # Opt-in (config.loss_chunk_size): the loss without the full logits, which are then not returned.

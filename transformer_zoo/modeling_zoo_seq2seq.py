@@ -18,7 +18,7 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_seq2seq import ZooSeq2SeqConfig
-from .modeling_zoo_checks import check_labels
+from .modeling_zoo_checks import check_labels, padding_target_id
 from .modeling_zoo_generation import ZooGenerationMixin
 from .modeling_zoo_layers import ZooAttention, ZooBlock, ZooPreTrainedModel, plain_linears
 from .modeling_zoo_stack import ZooStackMixin, accepts_past_key_values, build_token_embedding
@@ -239,7 +239,7 @@ class ZooSeq2SeqForConditionalGeneration(ZooSeq2SeqPreTrainedModel, ZooGeneratio
         loss = None
         if labels is not None:
             check_labels(labels, shape=logits.shape[:2], num_classes=self.config.vocab_size,
-                         num_items_in_batch=kwargs.get("num_items_in_batch"))
+                         num_items_in_batch=kwargs.get("num_items_in_batch"), padding_id=padding_target_id(self.config))
             # Labels are already aligned with the decoder inputs (shifted above), so plain cross-entropy; the
             # `*ForConditionalGeneration` loss transformers would pick shifts again.
             # Where at most half the positions have a target, the backward runs over those only.
