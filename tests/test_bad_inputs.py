@@ -128,6 +128,15 @@ CASES = [
      r"inputs_embeds must be \[batch, sequence, hidden_size=64\].* got shape \(2, 5, 7\)"),
     ("integer inputs_embeds", lambda: classifier()(inputs_embeds=torch.ones(2, 5, 64, dtype=torch.long)), ValueError,
      "inputs_embeds must be floating-point embeddings.*token ids go in input_ids"),
+    ("float32 inputs_embeds into a bfloat16 model", lambda: decoder().bfloat16()(inputs_embeds=torch.randn(2, 5, 64)),
+     ValueError, r"inputs_embeds are torch.float32, but the model's token embeddings are torch.bfloat16: pass "
+     r"inputs_embeds.to\(torch.bfloat16\)"),
+    ("float32 decoder_inputs_embeds into a bfloat16 model", lambda: seq2seq().bfloat16()(
+        input_ids=IDS, decoder_inputs_embeds=torch.randn(2, 5, 64)), ValueError,
+     "decoder_inputs_embeds are torch.float32, but the model's token embeddings are torch.bfloat16"),
+    ("float16 inputs_embeds into a bfloat16 model", lambda: classifier().bfloat16()(
+        inputs_embeds=torch.randn(2, 5, 64, dtype=torch.float16)), ValueError,
+     "inputs_embeds are torch.float16, but the model's token embeddings are torch.bfloat16"),
     ("encoder_outputs of another width", lambda: seq2seq()(encoder_outputs=(torch.randn(2, 5, 3),), decoder_input_ids=IDS),
      ValueError, r"the encoder states \(encoder_outputs\) have shape \(2, 5, 3\), expected \[batch=2"),
     ("encoder_outputs of another batch", lambda: seq2seq()(encoder_outputs=(torch.randn(3, 5, 64),),
@@ -259,6 +268,21 @@ def test_padding_left_in_language_model_labels_is_warned_about_once(family):
         model(input_ids=IDS, labels=padded, **inputs)
     assert clean.out == "" and pad_is_eos.out == ""
     assert warned.out.count(f"labels hold the pad token id {pad} as a target") == 1
+
+@pytest.mark.parametrize("family", ["decoder", "classifier", "seq2seq"])
+def test_inputs_embeds_the_embeddings_dtype_holds_are_taken(family):
+    """inputs_embeds replace what the token embedding returns. In a narrower dtype (bfloat16 into a float32 model)
+    they are cast up exactly: the logits equal those of the same values in float32 (before, some families ran them
+    and others failed in their first layer). Under autocast, which casts for each layer, they run as they are."""
+    model = {"decoder": decoder, "classifier": classifier, "seq2seq": seq2seq}[family]()
+    name = "decoder_inputs_embeds" if family == "seq2seq" else "inputs_embeds"
+    rest = {"input_ids": IDS} if family == "seq2seq" else {}
+    embeds = model.get_input_embeddings()(IDS).bfloat16()
+    with torch.no_grad():
+        reference = model(**rest, **{name: embeds.float()}).logits
+        torch.testing.assert_close(model(**rest, **{name: embeds}).logits, reference, rtol=0, atol=0)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert model(**rest, **{name: embeds}).logits.isfinite().all()
 
 def test_gradient_accumulation_micro_batch_may_have_no_labels():
     """With num_items_in_batch a micro-batch of ignored labels is legitimate (it adds zero), so it is not refused."""

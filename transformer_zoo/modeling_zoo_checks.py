@@ -44,8 +44,11 @@ def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str) -> None:
                 "or resize the embeddings (model.resize_token_embeddings(len(tokenizer))).")
 
 
-def check_inputs_embeds(embeds: torch.Tensor, hidden_size: int, name: str = "inputs_embeds") -> None:
-    """[batch, sequence >= 1, hidden_size] floating-point embeddings."""
+def check_inputs_embeds(embeds: torch.Tensor, hidden_size: int, name: str = "inputs_embeds",
+                        token_dtype: torch.dtype | None = None) -> None:
+    """[batch, sequence >= 1, hidden_size] floating-point embeddings that `token_dtype` (what the model's own token
+    embedding returns, which they replace) holds exactly, so the caller may cast them to it (bfloat16 into a float32
+    model); under autocast, which casts for each layer, any floating dtype."""
     if not isinstance(embeds, torch.Tensor):
         raise TypeError(f"{name} must be a torch tensor [batch, sequence, hidden_size], got {type(embeds).__name__}.")
     if embeds.ndim != 3 or embeds.shape[1] == 0 or embeds.shape[2] != hidden_size:
@@ -55,6 +58,13 @@ def check_inputs_embeds(embeds: torch.Tensor, hidden_size: int, name: str = "inp
     if not embeds.is_floating_point():
         raise ValueError(f"{name} must be floating-point embeddings, got {embeds.dtype}; token ids go in "
                          f"{name.replace('inputs_embeds', 'input_ids')} instead.")
+    if token_dtype is not None and torch.promote_types(embeds.dtype, token_dtype) != token_dtype \
+            and not torch.is_autocast_enabled(embeds.device.type):
+        # Compared with the embedding's dtype, not "the model's": a quantized model or one that keeps some modules
+        # in float32 has no single dtype, but its layers take whatever its own token embedding gives them. Wider
+        # inputs (float32 into bfloat16) failed inside the first layer; casting them down is the user's choice.
+        raise ValueError(f"{name} are {embeds.dtype}, but the model's token embeddings are {token_dtype}: pass "
+                         f"{name}.to({token_dtype}) (or run under torch.autocast).")
 
 
 def check_position_ids(position_ids: torch.Tensor, batch_size: int, query_length: int,

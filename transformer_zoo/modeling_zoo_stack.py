@@ -133,7 +133,13 @@ class ZooStackMixin:
             # PEFT may wrap the embedding (trainable_token_indices); the config's vocab_size follows every resize.
             check_token_ids(input_ids, getattr(self.embed_tokens, "num_embeddings", self.config.vocab_size), name)
             return self.embed_tokens(input_ids)
-        check_inputs_embeds(inputs_embeds, self.config.hidden_size, name.replace("input_ids", "inputs_embeds"))
+        weight = getattr(self.embed_tokens, "weight", None)
+        token_dtype = weight.dtype if isinstance(weight, torch.Tensor) and weight.is_floating_point() else None
+        check_inputs_embeds(inputs_embeds, self.config.hidden_size, name.replace("input_ids", "inputs_embeds"),
+                            token_dtype)
+        if token_dtype is not None and not torch.is_autocast_enabled(inputs_embeds.device.type):
+            # Exact (the check refused anything token_dtype cannot hold), and what input_ids would have given.
+            inputs_embeds = inputs_embeds.to(token_dtype)
         return inputs_embeds
 
     def check_encoder_states(self, encoder_hidden_states: torch.Tensor, encoder_attention_mask, batch_size: int,
