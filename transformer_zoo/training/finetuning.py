@@ -28,10 +28,10 @@ from .cli import (
     add_early_stopping_arguments,
     add_training_arguments,
     comma_list,
-    int_list,
     optional_int,
     run_recipe,
     save_arguments,
+    seed_list,
     str2bool,
     training_config_from_args,
 )
@@ -152,7 +152,7 @@ def build_parser() -> RecipeArgumentParser:
     data.add_argument("--max_length", type=int, default=128, help="Truncate inputs (and targets) to this many tokens.")
 
     evaluation = parser.add_argument_group("evaluation and repeats")
-    evaluation.add_argument("--seeds", type=int_list, default=None,
+    evaluation.add_argument("--seeds", type=seed_list, default=None,
                             help="Repeat the whole run for each seed (e.g. 1,2,3) and report mean ± std; each run "
                             "is saved in --output_dir/seed-<n>. Default: --seed once.")
     evaluation.add_argument("--generation_examples", type=int, default=64,

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
 from transformers import AutoConfig, AutoImageProcessor, AutoTokenizer
 
 from .. import (
@@ -148,11 +150,35 @@ def _checked_model_type(spec: str, model_type: str) -> str:
     return model_type
 
 
+def load_tokenizer(tokenizer: str | None, model: str | None = None):
+    """--tokenizer, or the tokenizer saved with --model; a failure names the flag to fix."""
+    try:
+        return AutoTokenizer.from_pretrained(tokenizer or model)
+    except (OSError, ValueError) as error:
+        reason = " ".join(str(error).split())  # transformers' message spans lines; the recipe's error is one
+        if tokenizer:
+            raise ValueError(f"--tokenizer {tokenizer!r}: cannot load a tokenizer ({reason}).") from error
+        raise ValueError(f"--model {model!r} has no tokenizer that loads ({reason}); pass --tokenizer.") from error
+
+
+def check_tokenizer_source(tokenizer: str) -> None:
+    """A --tokenizer that is neither an existing path nor a possible Hub id (a missing folder such as ./tok or
+    /data/tok) is named now; transformers would report it as a malformed repository id, after the data and model."""
+    if Path(tokenizer).exists():
+        return
+    try:
+        validate_repo_id(tokenizer)
+    except HFValidationError as error:
+        raise ValueError(f"--tokenizer {tokenizer!r}: no such file or folder (nor a Hub id: {error}).") from error
+
+
 def check_model_source(args) -> None:
     """Refuse a --model that cannot be loaded for --task before any data is read (loading and deduplicating a
     corpus takes seconds to minutes): the default's package missing, an unknown preset, a folder or Hub id without
     a config, an unsupported model type, or a model with no head for the task. Reading a config is cheap; the
     weights are loaded later, once."""
+    if args.tokenizer:
+        check_tokenizer_source(args.tokenizer)
     spec = model_source(args)
     preset = _preset_of(spec)
     if preset is not None:
@@ -224,7 +250,7 @@ def load_model(args, data: TaskData, train_texts) -> LoadedModel:
             size = model.config.image_size
             loaded.image_processor = ZooViTImageProcessor(size={"height": size, "width": size})
     else:
-        loaded.tokenizer = AutoTokenizer.from_pretrained(args.tokenizer or spec)
+        loaded.tokenizer = load_tokenizer(args.tokenizer, spec)
     return loaded
 
 
@@ -241,7 +267,7 @@ def _preset_model(args, family, preset, labels, overrides, attn, train_texts) ->
         loaded.image_processor = None
     else:
         if args.tokenizer:
-            tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+            tokenizer = load_tokenizer(args.tokenizer)
         else:
             kind = "wordpiece" if family == "zoo_encoder" else "bpe"
             tokenizer = train_tokenizer(train_texts(), kind=kind, vocab_size=args.vocab_size, show_progress=False)
