@@ -367,11 +367,31 @@ def test_overwrite_output_dir_is_the_old_run_or_the_new_one(tmp_path):
     ("--context_length", 0, "--context_length 0: must be >= 1"),
     ("--mlm_probability", 1.5, r"--mlm_probability 1.5: must be in \(0, 1\)"),
     ("--validation_fraction", 1.5, r"--validation_fraction 1.5: must be in \[0, 1\)"),
+    # A negative clipping norm multiplied every gradient by a negative factor: the run ascended its loss.
+    ("--max_grad_norm", -1, r"--max_grad_norm -1.0: must be >= 0"),
+    ("--adam_beta2", 1.0, r"--adam_beta2 1.0: must be in \[0, 1\)"),
+    ("--adam_epsilon", 0, "--adam_epsilon 0.0: must be > 0"),  # 0/0 for a weight whose gradient is 0
+    ("--seed", -1, "--seed -1: must be >= 0"),  # numpy's seeding failed after the data and model had loaded
+    ("--seed", 2**32, r"--seed 4294967296: must be below 2\*\*32"),
+    ("--sample_tokens", 0, "--sample_tokens 0: must be >= 1"),  # failed after training, before saving the model
+    ("--length_penalty", "nan", "--length_penalty is nan: give a number"),
+    ("--learning_rate", "nan", "--learning_rate is nan"),
 ])
 def test_recipe_flags_out_of_range_are_refused_before_any_work(flag, value, message, tmp_path, capsys):
     _refused(capsys, pretraining.main, ["--output_dir", tmp_path / "out", *FAST, flag, value], message)
     assert not (tmp_path / "out").exists()
 
+
+
+def test_training_config_refuses_what_would_ascend_or_divide_by_zero():
+    """The library's own TrainingConfig, for callers of train() without the recipes' flags."""
+    from transformer_zoo.training.loop import TrainingConfig
+
+    with pytest.raises(ValueError, match="max_grad_norm must be >= 0"):
+        TrainingConfig(max_grad_norm=-1.0)
+    with pytest.raises(ValueError, match="AdamW needs betas in \\[0, 1\\) and epsilon > 0"):
+        TrainingConfig(adam_epsilon=0.0)
+    assert TrainingConfig(max_grad_norm=0.0).max_grad_norm == 0.0  # 0: no clipping
 
 # ---------------------------------------------------------------------------------------------- recipe data
 @pytest.fixture

@@ -400,7 +400,7 @@ def test_repeated_or_negative_seeds_are_refused(tmp_path, data_dir, capsys):
     out = ["--model", "encoder:tiny", "--dataset", data_dir / "classes.csv", "--text_column", "sentence",
            "--label_column", "sentiment", "--output_dir", tmp_path / "out", *FAST]
     _fails(capsys, finetuning.main, ["--seeds", "1,2,1", *out], "seed 1 is listed more than once in '1,2,1'")
-    _fails(capsys, finetuning.main, ["--seeds", "0,-1", *out], "seeds must be non-negative")
+    _fails(capsys, finetuning.main, ["--seeds", "0,-1", *out], "seeds must be integers in 0..2**32 - 1")
     config = tmp_path / "seeds.yaml"
     config.write_text("seeds: [3, 3]\n")
     _fails(capsys, finetuning.main, ["--config", config, *out], "seed 3 is listed more than once")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -68,8 +69,8 @@ def seed_list(value) -> list[int]:
     if repeated:
         raise argparse.ArgumentTypeError(f"seed {', '.join(map(str, repeated))} is listed more than once in {value!r}; "
                                          "a repeated seed repeats the same run (the spread over seeds would shrink)")
-    if any(seed < 0 for seed in seeds):
-        raise argparse.ArgumentTypeError(f"seeds must be non-negative integers, got {value!r}")
+    if any(seed < 0 or seed >= SEED_LIMIT for seed in seeds):
+        raise argparse.ArgumentTypeError(f"seeds must be integers in 0..2**32 - 1, got {value!r}")
     return seeds
 
 
@@ -132,6 +133,10 @@ FLAG_RANGES = {
     "warmup_steps": (0, True, "linear warmup steps"),
     "weight_decay": (0, True, "AdamW weight decay"),
     "early_stopping_patience": (1, True, "evaluations without improvement; 'none' = never stop early"),
+    "seed": (0, True, "random seed"),
+    "adam_epsilon": (0, False, "AdamW epsilon; at 0 a weight whose gradient is 0 divides zero by zero"),
+    # clip_grad_norm_ with a negative norm multiplies every gradient by a negative factor: training would ascend.
+    "max_grad_norm": (0, True, "gradient-norm clipping; 'none' or 0 = no clipping"),
     # Recipe-specific flags (checked where a recipe has them).
     "context_length": (1, True, "tokens per packed training sequence"),
     "max_length": (1, True, "tokens per input after truncation"),
@@ -151,11 +156,30 @@ FLAG_RANGES = {
     "downstream_max_length": (1, True, "downstream tokens per input"),
     "downstream_epochs": (0, False, "downstream fine-tuning epochs"),
     "downstream_learning_rate": (0, False, "downstream learning rate"),
+    "downstream_eval_steps": (1, True, "downstream steps between evaluations"),
+    "downstream_patience": (1, True, "downstream evaluations without improvement"),
+    "downstream_train_examples": (1, True, "downstream training examples; 'none' = all"),
+    "downstream_validation_examples": (1, True, "downstream validation examples; 'none' = all"),
+    "downstream_test_examples": (1, True, "downstream test examples; 'none' = all"),
+    "sample_tokens": (1, True, "tokens in the sample generated after pretraining"),
+    "data_seed": (0, True, "seed of the corpus split"),
+    "eval_paragraphs": (1, True, "held-out paragraphs"),
+    "fertility_threshold": (0, False, "pieces per word"),
+    "urdu_vocab_size": (1, True, "pieces in the Urdu tokenizer"),
+    "max_new_tokens": (1, True, "new vocabulary pieces; 'none' = every missing piece"),
+    "min_frequency": (1, True, "minimum count of a piece"),
+    "head_warmup_steps": (0, True, "steps fitting only the new head"),
+    "bpb_sentences": (1, True, "held-out sentences scored per language"),
+    "curve_sentences": (1, True, "validation sentences scored at each evaluation"),
+    "bpb_max_tokens": (1, True, "tokens of the longest scored sentence"),
 }
+# numpy's generator (seeded with the rest by accelerate's set_seed) takes seeds below 2**32.
+SEED_LIMIT = 2**32
 # Probabilities and fractions: flag -> whether 0 itself is allowed (1 never is).
 FRACTION_FLAGS = {"warmup_ratio": True, "label_smoothing": True, "validation_fraction": True, "test_fraction": True,
                   "lora_dropout": True, "mlm_probability": False, "noise_density": False, "dropout": True,
-                  "attention_dropout": True}
+                  "attention_dropout": True, "downstream_attention_dropout": True, "adam_beta1": True,
+                  "adam_beta2": True}
 
 
 class RecipeArgumentParser(argparse.ArgumentParser):
@@ -217,6 +241,10 @@ class RecipeArgumentParser(argparse.ArgumentParser):
     def _check_ranges(self, namespace) -> None:
         # Values argparse's types accept but that make no run (e.g. --logging_steps 0 divided by zero, and a
         # negative --max_steps used to mean "every step"): refused before any work, naming the flag.
+        for action in self._actions:
+            value = getattr(namespace, action.dest, None)
+            if isinstance(value, float) and math.isnan(value):  # NaN passes every comparison below
+                self.error(f"{action.option_strings[0]} is nan: give a number.")
         for name, (low, inclusive, meaning) in FLAG_RANGES.items():
             value = getattr(namespace, name, None)
             if value is None or isinstance(value, bool):
@@ -224,6 +252,9 @@ class RecipeArgumentParser(argparse.ArgumentParser):
             if value < low or (not inclusive and value == low):
                 bound = f">= {low}" if inclusive else f"> {low}"
                 self.error(f"--{name} {value}: must be {bound} ({meaning}).")
+        for name in ("seed", "data_seed"):
+            if (getattr(namespace, name, None) or 0) >= SEED_LIMIT:
+                self.error(f"--{name} {getattr(namespace, name)}: must be below 2**32 ({SEED_LIMIT}).")
         for name, zero_allowed in FRACTION_FLAGS.items():
             value = getattr(namespace, name, None)
             if value is not None and not (0 <= value < 1 if zero_allowed else 0 < value < 1):

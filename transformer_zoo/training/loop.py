@@ -125,6 +125,12 @@ class TrainingConfig:
             raise ValueError(f"mixed_precision must be no, bf16 or fp16, got {self.mixed_precision!r}.")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}.")
+        if self.max_grad_norm is not None and not self.max_grad_norm >= 0:
+            # clip_grad_norm_ would scale every gradient by a negative factor: the step would ascend the loss.
+            raise ValueError(f"max_grad_norm must be >= 0 (None or 0: no clipping), got {self.max_grad_norm}.")
+        if not (0.0 <= self.adam_beta1 < 1.0 and 0.0 <= self.adam_beta2 < 1.0 and self.adam_epsilon > 0):
+            raise ValueError(f"AdamW needs betas in [0, 1) and epsilon > 0, got adam_beta1={self.adam_beta1}, "
+                             f"adam_beta2={self.adam_beta2}, adam_epsilon={self.adam_epsilon}.")
         if self.throughput_unit not in ("tokens", "images"):
             raise ValueError(f"throughput_unit must be tokens or images, got {self.throughput_unit!r}.")
 
