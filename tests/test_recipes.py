@@ -407,8 +407,24 @@ def test_repeated_or_negative_seeds_are_refused(tmp_path, data_dir, capsys):
 
 
 def test_a_model_folder_without_a_tokenizer_names_the_flag(tmp_path):
+    from transformer_zoo.training.tokenization import load_tokenizer
+
     with pytest.raises(ValueError, match="has no tokenizer that loads .*; pass --tokenizer"):
-        finetuning_models.load_tokenizer(None, str(tmp_path))
+        load_tokenizer(None, str(tmp_path))
+    with pytest.raises(ValueError, match="--tokenizer '.*': cannot load a tokenizer"):
+        load_tokenizer(str(tmp_path))
+
+
+def test_pretraining_checks_its_preset_and_tokenizer_before_the_data(tmp_path, capsys, monkeypatch):
+    def read_data(*args, **kwargs):
+        raise AssertionError("the corpus was read before the flags were checked")
+
+    monkeypatch.setattr(pretraining, "load_corpus", read_data)
+    out = ["--output_dir", tmp_path / "out", *FAST]
+    _fails(capsys, pretraining.main, ["--family", "encoder", "--preset", "gpt2", *out],
+           "Unknown --preset 'gpt2' for --family encoder")
+    _fails(capsys, pretraining.main, ["--tokenizer", tmp_path / "tok", *out], "no such file or folder")
+    assert not (tmp_path / "out").exists()
 
 # ================================================================================================ speed options
 def test_attention_dropout_flag_sets_only_attention_dropout(tmp_path, data_dir):

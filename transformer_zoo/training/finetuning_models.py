@@ -10,9 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from huggingface_hub.errors import HFValidationError
-from huggingface_hub.utils import validate_repo_id
-from transformers import AutoConfig, AutoImageProcessor, AutoTokenizer
+from transformers import AutoConfig, AutoImageProcessor
 
 from .. import (
     ZooDecoderConfig,
@@ -30,7 +28,7 @@ from .. import (
 from ..convert import SOURCE_FAMILIES, convert_model, load_source_model
 from ..modeling_zoo_dropout import set_dropout_sampler
 from .finetuning_data import TaskData
-from .tokenization import train_tokenizer
+from .tokenization import check_tokenizer_source, load_tokenizer, train_tokenizer
 
 
 # Zoo head class per (task, model_type).
@@ -148,28 +146,6 @@ def _checked_model_type(spec: str, model_type: str) -> str:
         raise ValueError(f"--model {spec!r} is a {model_type!r} model. Supported: zoo checkpoints and presets, and "
                          f"transformers {', '.join(sorted(SOURCE_FAMILIES))} checkpoints (converted on the fly).")
     return model_type
-
-
-def load_tokenizer(tokenizer: str | None, model: str | None = None):
-    """--tokenizer, or the tokenizer saved with --model; a failure names the flag to fix."""
-    try:
-        return AutoTokenizer.from_pretrained(tokenizer or model)
-    except (OSError, ValueError) as error:
-        reason = " ".join(str(error).split())  # transformers' message spans lines; the recipe's error is one
-        if tokenizer:
-            raise ValueError(f"--tokenizer {tokenizer!r}: cannot load a tokenizer ({reason}).") from error
-        raise ValueError(f"--model {model!r} has no tokenizer that loads ({reason}); pass --tokenizer.") from error
-
-
-def check_tokenizer_source(tokenizer: str) -> None:
-    """A --tokenizer that is neither an existing path nor a possible Hub id (a missing folder such as ./tok or
-    /data/tok) is named now; transformers would report it as a malformed repository id, after the data and model."""
-    if Path(tokenizer).exists():
-        return
-    try:
-        validate_repo_id(tokenizer)
-    except HFValidationError as error:
-        raise ValueError(f"--tokenizer {tokenizer!r}: no such file or folder (nor a Hub id: {error}).") from error
 
 
 def check_model_source(args) -> None:

@@ -60,7 +60,7 @@ from .tasks import (
     setup_logging,
     write_results,
 )
-from .tokenization import check_tokenizer_matches, train_tokenizer
+from .tokenization import check_tokenizer_matches, check_tokenizer_source, load_tokenizer, train_tokenizer
 from .translation_stage import average_last_checkpoints, check_averaging, translation_test
 
 
@@ -251,7 +251,7 @@ def check_corpus_fits(objective: str, corpus) -> None:
 def build_tokenizer(args, corpus, objective: str, output_dir: Path, accelerator):
     """The user's tokenizer, or one trained on the training split (by the main process, then loaded by all)."""
     if args.tokenizer:
-        return AutoTokenizer.from_pretrained(args.tokenizer), f"`{args.tokenizer}` (given with --tokenizer)"
+        return load_tokenizer(args.tokenizer), f"`{args.tokenizer}` (given with --tokenizer)"
     kind = args.tokenizer_kind if args.tokenizer_kind != "auto" else FAMILIES[args.family].tokenizer_kind
     saved = output_dir / "tokenizer.json"
     description = (f"{kind} tokenizer trained by this recipe on the training split "
@@ -547,9 +547,15 @@ def _card_data(corpus) -> dict:
 
 
 def check_overrides(args) -> None:
-    """--model_overrides must be key=value pairs naming fields of the family's config: checked before any work
-    (tokenizer training, data loading), with the config's own message for an unknown field."""
+    """--preset must name one of the family's presets, --model_overrides be key=value pairs naming fields of its
+    config (with the config's own message for an unknown field), and --tokenizer exist: checked before any work
+    (tokenizer training, data loading)."""
     config_class = FAMILIES[args.family].config_class
+    if args.preset not in config_class.PRESETS:
+        raise ValueError(f"Unknown --preset {args.preset!r} for --family {args.family}; choose one of "
+                         f"{', '.join(config_class.preset_names())}.")
+    if args.tokenizer:
+        check_tokenizer_source(args.tokenizer)
     overrides = parse_overrides(args.model_overrides)
     fields = set(config_class.__dataclass_fields__) | set(config_class.attribute_map)
     unknown = [key for key in overrides if key not in fields]

@@ -16,9 +16,12 @@ tokenizer trained here fits those configs without further changes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
-from transformers import PreTrainedTokenizerFast
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
 from transformers.utils import logging
 
 
@@ -252,3 +255,25 @@ def check_tokenizer_matches(tokenizer, config, *, objective: str | None = None) 
 
 
 __all__ = ["DEFAULT_SPECIAL_TOKENS", "TOKENIZER_KINDS", "check_tokenizer_matches", "train_tokenizer"]
+
+
+def load_tokenizer(tokenizer: str | None, model: str | None = None):
+    """--tokenizer, or the tokenizer saved with --model; a failure names the flag to fix."""
+    try:
+        return AutoTokenizer.from_pretrained(tokenizer or model)
+    except (OSError, ValueError) as error:
+        reason = " ".join(str(error).split())  # transformers' message spans lines; the recipe's error is one
+        if tokenizer:
+            raise ValueError(f"--tokenizer {tokenizer!r}: cannot load a tokenizer ({reason}).") from error
+        raise ValueError(f"--model {model!r} has no tokenizer that loads ({reason}); pass --tokenizer.") from error
+
+
+def check_tokenizer_source(tokenizer: str) -> None:
+    """A --tokenizer that is neither an existing path nor a possible Hub id (a missing folder such as ./tok or
+    /data/tok) is named now; transformers would report it as a malformed repository id, after the data and model."""
+    if Path(tokenizer).exists():
+        return
+    try:
+        validate_repo_id(tokenizer)
+    except HFValidationError as error:
+        raise ValueError(f"--tokenizer {tokenizer!r}: no such file or folder (nor a Hub id: {error}).") from error
