@@ -109,7 +109,8 @@ def load_image(args, config, folder):
 def build_inputs(args, model, folder):
     """Forward kwargs and the token labels of each stack's queries/keys."""
     import torch
-    from transformers import AutoTokenizer
+
+    from transformer_zoo.training.tokenization import load_tokenizer
 
     config = model.config
     if config.model_type == "zoo_vit":
@@ -122,7 +123,10 @@ def build_inputs(args, model, folder):
         source = args.tokenizer or folder
         if source is None:
             raise SystemExit("--text needs a tokenizer: pass --tokenizer, or a model folder that holds one.")
-        tokenizer = AutoTokenizer.from_pretrained(source)
+        try:
+            tokenizer = load_tokenizer(args.tokenizer, folder, model_flag="the model folder")
+        except ValueError as error:
+            raise SystemExit(str(error)) from None
     if args.text is not None:
         ids = tokenizer(args.text)["input_ids"]
     elif args.token_ids is not None:
@@ -171,6 +175,11 @@ def main(argv=None):
     output_dir = Path(args.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     selected_layers = None if args.layers is None else set(parse_ids(args.layers))
+    deepest = max(weights.shape[0] for weights in attentions.values())
+    if selected_layers and not selected_layers <= set(range(deepest)):
+        missing = sorted(selected_layers - set(range(deepest)))
+        raise SystemExit(f"--layers {args.layers}: the model has layers 0..{deepest - 1}, not "
+                         f"{', '.join(map(str, missing))}.")
     rows, written = [], 0
     for stack, weights in attentions.items():
         tokens_q, tokens_k = token_labels[stack]

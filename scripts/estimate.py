@@ -18,15 +18,31 @@ PRECISIONS = ("bf16", "fp16", "fp32")
 OPTIMIZERS = ("adafactor", "adamw", "sgd")
 
 
+def positive(kind):
+    """An argparse type: a number of `kind` above 0 (a batch of 0 or a negative length would print sizes of 0 or
+    below instead of an error)."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not value > 0:  # also refuses NaN
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+        return value
+
+    parse.__name__ = f"positive {kind.__name__}"
+    return parse
+
+
 def parse_arguments(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help="A zoo preset as family:preset (e.g. zoo_decoder:gpt2, zoo_encoder:bert-base, "
                                       "zoo_seq2seq:transformer-base, zoo_vit:vit-base), a config.json, or a folder "
                                       "holding one.")
-    parser.add_argument("--tokens", type=float, default=None,
+    parser.add_argument("--tokens", type=positive(float), default=None,
                         help="Training token budget D (e.g. 10e9). Compute C = 6·N·D with N the non-embedding "
                              "parameters (Kaplan et al. 2020). Omit to skip compute and time.")
-    parser.add_argument("--throughput", type=float, default=None,
+    parser.add_argument("--throughput", type=positive(float), default=None,
                         help="Sustained training throughput in FLOP/s (peak × utilisation, e.g. 0.4 × 989e12 for an "
                              "H100 in bf16). Omit to skip the time estimate.")
     parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
@@ -34,13 +50,13 @@ def parse_arguments(argv=None):
     parser.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
                         help="Optimizer whose states are counted: adamw 2 fp32 states, sgd (momentum) 1, adafactor "
                              "~0 (factored) (default adamw).")
-    parser.add_argument("--lora-trainable-fraction", type=float, default=None,
+    parser.add_argument("--lora-trainable-fraction", type=positive(float), default=None,
                         help="Fraction (0-1] of the parameters that train, e.g. 0.01 for LoRA adapters: only these "
                              "get gradients and optimizer states. Default: all parameters train.")
-    parser.add_argument("--batch-size", type=int, default=1, help="Batch size for the KV-cache estimate (default 1).")
-    parser.add_argument("--sequence-length", type=int, default=None,
+    parser.add_argument("--batch-size", type=positive(int), default=1, help="Batch size for the KV-cache estimate (default 1).")
+    parser.add_argument("--sequence-length", type=positive(int), default=None,
                         help="Generated sequence length for the KV cache (default: max_position_embeddings).")
-    parser.add_argument("--source-length", type=int, default=None,
+    parser.add_argument("--source-length", type=positive(int), default=None,
                         help="Encoder-decoder only: source length of the cross-attention cache (default: "
                              "--sequence-length).")
     parser.add_argument("--kv-dtype", choices=PRECISIONS, default="fp16",

@@ -76,9 +76,10 @@ def read_lines(path: str, what: str) -> list[str]:
 
 
 def load_model(folder: str, device: str):
-    from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
     import transformer_zoo  # noqa: F401  (registers the zoo's classes with the Auto* factories)
+    from transformer_zoo.training.tokenization import load_tokenizer
 
     path = Path(folder)
     if not (path / "config.json").is_file():
@@ -88,7 +89,8 @@ def load_model(folder: str, device: str):
     if not getattr(config, "is_encoder_decoder", False):
         raise ValueError(f"{folder} holds a {config.model_type} model, which is not an encoder-decoder; translation "
                          "needs a sequence-to-sequence model.")
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer = load_tokenizer(None, folder, model_flag="the model folder",
+                               fix="save the tokenizer into it (tokenizer.save_pretrained)")
     model = AutoModelForSeq2SeqLM.from_pretrained(folder).to(device)
     return model, tokenizer
 

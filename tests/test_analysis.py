@@ -346,6 +346,24 @@ def test_attention_maps_script_end_to_end(tmp_path):
     assert len((out / "head_statistics.csv").read_text().splitlines()) == 1 + 3 * 2 * 4
 
 
+def test_scripts_refuse_what_would_print_nothing_or_nonsense(tmp_path, capsys):
+    """A batch of 0 or a negative length gave KV-cache sizes of 0 or below; --layers past the model drew no map."""
+    estimate = load_script("estimate.py")
+    for flag, value in (("--batch-size", "0"), ("--sequence-length", "-5"), ("--tokens", "nan")):
+        with pytest.raises(SystemExit) as stop:
+            estimate.main(["zoo_decoder:tiny", flag, value])
+        assert stop.value.code == 2 and f"argument {flag}: must be > 0, got '{value}'" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match=r"--layers 1,7: the model has layers 0..1, not 7"):
+        load_script("attention_maps.py").main(["zoo_encoder:tiny", "--token-ids", "5,6", "--layers", "1,7",
+                                               "--output-dir", str(tmp_path / "maps")])
+    # A folder without a tokenizer is named in one line, with what to pass instead.
+    folder = tmp_path / "model"
+    tz.ZooEncoderModel(tz.ZooEncoderConfig.from_preset("tiny")).save_pretrained(folder)
+    with pytest.raises(SystemExit, match=r"^the model folder '.*' has no tokenizer that loads \(.*\); pass "
+                                         r"--tokenizer\.$"):
+        load_script("attention_maps.py").main([str(folder), "--text", "hi", "--output-dir", str(tmp_path / "m")])
+
+
 def test_attention_maps_script_overlays_vit_cls_attention(tmp_path):
     from PIL import Image
 

@@ -268,3 +268,6 @@ def test_translate_script_file_stdin_and_reference(tiny_translator, tmp_path):
                         str(tmp_path / "short.txt")]) == 2
     (tmp_path / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
     assert script.main([str(folder), "--input", str(tmp_path / "latin1.txt")]) == 2
+    bare = tmp_path / "no-tokenizer"
+    model.save_pretrained(bare)
+    assert script.main([str(bare), "--input", str(tmp_path / "in.txt")]) == 2

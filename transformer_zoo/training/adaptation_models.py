@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torch import nn
-from transformers import AutoConfig, AutoTokenizer
+from transformers import AutoConfig
 
 from .. import ZooDecoderForCausalLM, ZooEncoderForMaskedLM, ZooSeq2SeqForConditionalGeneration
 from ..convert import SOURCE_FAMILIES, convert_model, load_source_model
+from .tokenization import load_tokenizer
 
 LM_CLASSES = {"zoo_encoder": ZooEncoderForMaskedLM, "zoo_decoder": ZooDecoderForCausalLM,
               "zoo_seq2seq": ZooSeq2SeqForConditionalGeneration}
@@ -92,7 +93,7 @@ def load_language_model(spec: str | None, gguf_file: str | None = None) -> Loade
     else:
         raise ValueError(f"--model {spec!r} is a {model_type!r} model. Supported: zoo checkpoints and transformers "
                          f"{', '.join(sorted(SOURCE_FAMILIES))} checkpoints.")
-    loaded.tokenizer = AutoTokenizer.from_pretrained(spec, **load_kwargs)
+    loaded.tokenizer = load_tokenizer(None, spec, fix="save its tokenizer beside the model", **load_kwargs)
     folder = minilm_folder()
     if folder is not None and Path(spec).resolve() == folder.resolve():
         loaded.base_model = MINILM_HUB_ID

@@ -257,15 +257,17 @@ def check_tokenizer_matches(tokenizer, config, *, objective: str | None = None) 
 __all__ = ["DEFAULT_SPECIAL_TOKENS", "TOKENIZER_KINDS", "check_tokenizer_matches", "train_tokenizer"]
 
 
-def load_tokenizer(tokenizer: str | None, model: str | None = None):
-    """--tokenizer, or the tokenizer saved with --model; a failure names the flag to fix."""
+def load_tokenizer(tokenizer: str | None, model: str | None = None, *, model_flag: str = "--model",
+                   fix: str = "pass --tokenizer", **kwargs):
+    """--tokenizer, or the tokenizer saved with the model (`model_flag` names where the model was given: a flag, or
+    "the model folder"); a failure is one line that names what to fix. kwargs go to AutoTokenizer.from_pretrained."""
     try:
-        return AutoTokenizer.from_pretrained(tokenizer or model)
+        return AutoTokenizer.from_pretrained(tokenizer or model, **kwargs)
     except (OSError, ValueError) as error:
-        reason = " ".join(str(error).split())  # transformers' message spans lines; the recipe's error is one
+        reason = " ".join(str(error).split())  # transformers' message spans lines; the scripts' errors are one
         if tokenizer:
             raise ValueError(f"--tokenizer {tokenizer!r}: cannot load a tokenizer ({reason}).") from error
-        raise ValueError(f"--model {model!r} has no tokenizer that loads ({reason}); pass --tokenizer.") from error
+        raise ValueError(f"{model_flag} {model!r} has no tokenizer that loads ({reason}); {fix}.") from error
 
 
 def check_tokenizer_source(tokenizer: str) -> None:
