@@ -220,6 +220,16 @@ def test_hub_id_offline_fails_with_a_clear_message(tmp_path, monkeypatch):
         convert_checkpoint("nobody-here/no-such-model", str(tmp_path / "out"))
 
 
+def test_missing_or_configless_source_folders_are_named_in_one_line(tmp_path):
+    # transformers reads a missing path as a malformed Hub id, and a folder without config.json as an unknown model.
+    with pytest.raises(OSError, match=r"^The source checkpoint '.*missing' does not exist \(no such folder, and not "
+                                      r"a Hub id\)\. Pass the folder that save_pretrained wrote\.$"):
+        convert_checkpoint(str(tmp_path / "missing"), str(tmp_path / "out"))
+    with pytest.raises(OSError, match=r"^The source folder '.*' holds no config.json: it is not a saved model "
+                                      r"folder\. Pass the folder that save_pretrained wrote\.$"):
+        convert_checkpoint(str(tmp_path), str(tmp_path / "out"))
+
+
 def test_convert_checkpoint_copies_the_image_processor(tmp_path):
     source_dir = tmp_path / "vit-source"
     source = build_reference("ViTForImageClassification")

@@ -199,10 +199,24 @@ TASKS = {
 }
 
 
-def _source_load_error(src: str, error: Exception) -> OSError:
+def _source_load_error(src: str, error: Exception, gguf_file: str | None = None) -> OSError:
+    """One line: what `src` was read as, transformers' reason, and what to pass instead."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    if not os.path.exists(src):
+        try:
+            validate_repo_id(src)
+        except HFValidationError:  # a path such as ./model or /data/model: transformers would call it a bad repo id
+            return OSError(f"The source checkpoint {src!r} does not exist (no such folder, and not a Hub id). Pass "
+                           "the folder that save_pretrained wrote.")
+    if os.path.isdir(src) and not gguf_file and not os.path.isfile(os.path.join(src, "config.json")):
+        return OSError(f"The source folder {src!r} holds no config.json: it is not a saved model folder. Pass the "
+                       "folder that save_pretrained wrote.")
     where = "local folder" if os.path.isdir(src) else "Hub id (no such local folder)"
+    reason = " ".join(str(error).split())
     return OSError(
-        f"Could not load the source checkpoint {src!r} as a {where}.\n{error}\nPass a local folder holding "
+        f"Could not load the source checkpoint {src!r} as a {where} ({reason}). Pass a local folder holding "
         "config.json and the weights (or a folder and gguf_file, the name of a GGUF file in it), or a Hub id with "
         "network access."
     )
@@ -222,7 +236,7 @@ def load_source_model(src: str, *, task: str = "auto", gguf_file: str | None = N
     try:
         config = AutoConfig.from_pretrained(src, **load_kwargs)
     except (OSError, ValueError) as error:
-        raise _source_load_error(src, error) from error
+        raise _source_load_error(src, error, gguf_file) from error
     if config.model_type not in SOURCE_FAMILIES:
         raise UnsupportedConversionError(
             f"{src!r} is a {config.model_type!r} model; convertible model types are {', '.join(SOURCE_FAMILIES)}."
@@ -238,7 +252,7 @@ def load_source_model(src: str, *, task: str = "auto", gguf_file: str | None = N
     try:
         return loader.from_pretrained(src, **load_kwargs)
     except OSError as error:
-        raise _source_load_error(src, error) from error
+        raise _source_load_error(src, error, gguf_file) from error
 
 
 def _save_preprocessor(src: str, out_dir: str, is_text: bool, gguf_file: str | None) -> None:
