@@ -90,9 +90,16 @@ QUICK_SMOLLM2 = ["--max_steps", "2", "--eval_steps", "1", "--bpb_sentences", "3"
 
 
 def task_flags(arm: str, seed: int, budget: str, english_task: bool, threads: int) -> list[str]:
-    flags = ["--seed", str(seed), "--downstream_seeds", str(seed), "--progress_bar", "false", "--report_to", "none",
-             "--cpu_threads", str(threads), "--overwrite_output_dir"]
-    flags += {"quick": QUICK, "full": ["--full"], "default": []}[budget]
+    flags = ["--seed", str(seed), "--progress_bar", "false", "--report_to", "none", "--cpu_threads", str(threads),
+             "--overwrite_output_dir"]
+    budget_flags = {"quick": QUICK, "full": ["--full"], "default": []}[budget]
+    if arm == "smollm2":  # no downstream check (--downstream false), which refuses downstream settings
+        budget_flags = [item for flag, value in zip(budget_flags[::2], budget_flags[1::2])
+                        if not flag.startswith("--downstream") for item in (flag, value)] \
+            if budget == "quick" else budget_flags
+    else:
+        flags += ["--downstream_seeds", str(seed)]
+    flags += budget_flags
     flags += ARMS[arm]
     if arm == "smollm2" and budget == "quick":
         flags += QUICK_SMOLLM2

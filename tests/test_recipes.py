@@ -30,6 +30,8 @@ FAST = ["--max_steps", "4", "--eval_steps", "2", "--save_steps", "2", "--per_dev
         "--progress_bar", "false", "--report_to", "none", "--vocab_size", "500", "--logging_steps", "1",
         # Keep this test process's thread setting (conftest pins one thread); the recipes default to all cores.
         "--cpu_threads", "none"]
+# For runs that train no tokenizer (a ViT, a pretrained model, --tokenizer): the recipes refuse flags they ignore.
+FAST_NO_TOKENIZER = [flag for pair in zip(FAST[::2], FAST[1::2]) if pair[0] != "--vocab_size" for flag in pair]
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +166,7 @@ def test_pretrain_decoder_output_folder(tmp_path, data_dir):
 def test_pretrain_every_family(tmp_path, data_dir, family, dataset, extra, objective):
     dataset = dataset if dataset == "digits" else data_dir / dataset
     results = _pretrain(["--family", family, "--dataset", dataset, "--output_dir", tmp_path, "--context_length", 32,
-                         "--model_overrides", "", *FAST, *extra])
+                         "--model_overrides", "", *(FAST_NO_TOKENIZER if family == "vit" else FAST), *extra])
     assert results["objective"] == objective and results["steps"] == 4
     assert (tmp_path / "README.md").is_file() and (tmp_path / "training_curves.png").is_file()
     if objective == "translation":
@@ -290,7 +292,9 @@ def test_finetune_seeds_report_mean_and_std(tmp_path, data_dir, capsys):
 def test_finetune_every_task(tmp_path, data_dir, model, task, dataset, metric):
     dataset = dataset if dataset == "digits" else data_dir / dataset
     summary = _finetune(["--model", model, "--task", task, "--dataset", dataset, "--output_dir", tmp_path,
-                         "--max_length", 32, "--max_examples", 200, "--generation_examples", 4, *FAST])
+                         "--max_length", 32, "--max_examples", 200,
+                         *(["--generation_examples", 4] if task == "seq2seq" else []),
+                         *(FAST_NO_TOKENIZER if task == "image-classification" else FAST)])
     assert metric in summary["runs"][0]["test"]
     assert (tmp_path / "config.json").is_file() and (tmp_path / "adapter" / "adapter_config.json").is_file()
 
@@ -309,7 +313,8 @@ def test_finetune_converts_a_transformers_checkpoint_on_the_fly(tmp_path, data_d
     BertModel(config).save_pretrained(source)
     tokenizer.save_pretrained(source)
     summary = _finetune(["--model", source, "--dataset", data_dir / "classes.csv", "--text_column", "sentence",
-                         "--label_column", "sentiment", "--output_dir", tmp_path / "out", "--max_length", 32, *FAST])
+                         "--label_column", "sentiment", "--output_dir", tmp_path / "out", "--max_length", 32,
+                         *FAST_NO_TOKENIZER])
     assert summary["runs"][0]["steps"] == 4
     assert "Converted on the fly" in (tmp_path / "out" / "README.md").read_text()
 
@@ -367,7 +372,8 @@ def test_tokenizer_that_does_not_fit_the_model_is_refused(tmp_path, data_dir, ca
     tokenizer.save_pretrained(tmp_path / "big-tokenizer")
     _fails(capsys, finetuning.main, ["--model", model_dir, "--tokenizer", tmp_path / "big-tokenizer", "--dataset",
                                      data_dir / "classes.csv", "--text_column", "sentence", "--label_column",
-                                     "sentiment", "--output_dir", tmp_path / "out", *FAST], "vocab_size is 1000")
+                                     "sentiment", "--output_dir", tmp_path / "out", *FAST_NO_TOKENIZER],
+           "vocab_size is 1000")
 
 
 
@@ -377,7 +383,7 @@ def test_a_model_that_cannot_load_is_refused_before_the_data_is_read(tmp_path, d
 
     monkeypatch.setattr(finetuning, "load_task_data", read_data)
     out = ["--dataset", data_dir / "classes.csv", "--text_column", "sentence", "--label_column", "sentiment",
-           "--output_dir", tmp_path / "out", *FAST]
+           "--output_dir", tmp_path / "out", *FAST_NO_TOKENIZER]
     _fails(capsys, finetuning.main, ["--model", tmp_path / "missing", *out], "cannot load a config")
     _fails(capsys, finetuning.main, ["--model", "zoo_encoder:tinyy", *out], "Unknown preset 'tinyy'")
     _fails(capsys, finetuning.main, ["--model", "encoder:tiny", "--task", "seq2seq", *out],
@@ -420,19 +426,63 @@ def test_pretraining_checks_its_preset_and_tokenizer_before_the_data(tmp_path, c
         raise AssertionError("the corpus was read before the flags were checked")
 
     monkeypatch.setattr(pretraining, "load_corpus", read_data)
-    out = ["--output_dir", tmp_path / "out", *FAST]
+    out = ["--output_dir", tmp_path / "out", *FAST_NO_TOKENIZER]
     _fails(capsys, pretraining.main, ["--family", "encoder", "--preset", "gpt2", *out],
            "Unknown --preset 'gpt2' for --family encoder")
     _fails(capsys, pretraining.main, ["--tokenizer", tmp_path / "tok", *out], "no such file or folder")
     assert not (tmp_path / "out").exists()
 
-# ================================================================================================ speed options
-def test_attention_dropout_flag_sets_only_attention_dropout(tmp_path, data_dir):
-    _finetune(["--model", "zoo_encoder:tiny", "--dataset", data_dir / "classes.csv", "--text_column", "sentence",
-               "--label_column", "sentiment", "--mode", "full", "--output_dir", tmp_path, "--max_length", 32,
-               "--dropout", "0.2", "--attention_dropout", "0", *FAST])
-    config = json.loads((tmp_path / "config.json").read_text())
-    assert (config["attention_dropout"], config["hidden_dropout"], config["embedding_dropout"]) == (0.0, 0.2, 0.2)
+
+@pytest.mark.parametrize("recipe, argv, message", [
+    ("finetune", ["--mode", "full", "--lora_rank", "4"],
+     "--lora_rank 4 would be ignored: it applies only with --mode lora"),
+    ("finetune", ["--mode", "frozen", "--merge_lora", "false"], "--merge_lora False would be ignored"),
+    ("finetune", ["--num_beams", "4"], "--num_beams 4 would be ignored: it applies only with --task seq2seq"),
+    ("finetune", ["--task", "causal-lm", "--num_labels", "3"], "--num_labels 3 would be ignored"),
+    ("finetune", ["--vocab_size", "500"],
+     "--vocab_size 500 would be ignored: it applies only when --model is a zoo text preset"),
+    ("pretrain", ["--mlm_probability", "0.3"],
+     "--mlm_probability 0.3 would be ignored: it applies only to --family encoder"),
+    ("pretrain", ["--family", "encoder", "--sample_tokens", "10"], "--sample_tokens 10 would be ignored"),
+    ("pretrain", ["--family", "vit", "--vocab_size", "500"], "--vocab_size 500 would be ignored"),
+    ("domain_adapt", ["--mode", "full", "--lora_rank", "4"],
+     "--lora_rank 4 would be ignored: it applies only with --mode lora"),
+    ("domain_adapt", ["--parallel_dataset", "pairs.tsv"], "it applies only with --embedding_init trans-tokenization"),
+    ("domain_adapt", ["--downstream", "false", "--downstream_epochs", "2"], "--downstream_epochs 2.0 would be ignored"),
+])
+def test_flags_the_run_would_ignore_are_refused(recipe, argv, message, tmp_path, capsys):
+    """A flag set away from its default where the run never reads it (LoRA settings without LoRA, beam search
+    without generation, ...) used to be dropped without a word."""
+    from transformer_zoo.training import domain_adaptation
+
+    main = {"finetune": finetuning.main, "pretrain": pretraining.main, "domain_adapt": domain_adaptation.main}[recipe]
+    _fails(capsys, main, [*argv, "--output_dir", tmp_path / "out"], message)
+    assert not (tmp_path / "out").exists()
+
+
+def test_config_file_values_the_run_ignores_are_logged_and_the_full_preset_is_not(tmp_path):
+    """A config file may hold the settings of several modes (the LoRA config, run with --mode full): its unused values
+    are named in the log, not refused; the same flag on the command line is refused."""
+    from transformers.testing_utils import CaptureLogger
+
+    from transformer_zoo.training import adaptation_arguments, cli
+
+    config = tmp_path / "lora.yaml"
+    config.write_text("mode: lora\nlora_alpha: 8\n")
+    parser = finetuning.build_parser()
+    args = parser.parse_args(["--config", str(config), "--mode", "full"])
+    with CaptureLogger(cli.logger) as logged:
+        cli.check_flags_apply(parser, args, finetuning.FLAG_SCOPES)
+    assert f"--config {config} sets lora_alpha=8.0, which this run ignores: it applies only with --mode lora" \
+        in logged.out
+    args = parser.parse_args(["--config", str(config), "--mode", "full", "--lora_alpha", "4"])
+    with pytest.raises(ValueError, match="--lora_alpha 4.0 would be ignored"):
+        cli.check_flags_apply(parser, args, finetuning.FLAG_SCOPES)
+    # --full sets downstream sizes; without the downstream check they are unused but were not the user's choice.
+    parser = adaptation_arguments.build_parser()
+    args = adaptation_arguments.apply_full_preset(parser, ["--full", "--downstream", "false"])
+    cli.check_flags_apply(parser, args, adaptation_arguments.FLAG_SCOPES,
+                          {**parser.builtin_defaults, **adaptation_arguments.FULL_PRESET})
 
 
 def test_attention_dropout_flag_is_range_checked(tmp_path):

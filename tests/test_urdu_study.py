@@ -119,6 +119,22 @@ def test_the_study_protocol_is_the_recipes_flags_with_its_longer_full_fine_tunin
     assert study_module.budget_downstream_flags("quick")[:2] == ["--downstream_train_examples", "36"]
 
 
+@pytest.mark.parametrize("budget", ["quick", "default", "full"])
+def test_every_arm_passes_only_flags_its_run_reads(budget):
+    """The recipe refuses a flag it would ignore (downstream settings with --downstream false, LoRA settings with
+    --mode full): every arm's command line must pass that check, and parse."""
+    from transformer_zoo.training import adaptation_arguments
+    from transformer_zoo.training.cli import check_flags_apply
+
+    for arm in study_module.ARMS:
+        for english_task in (False, True):
+            parser = adaptation_arguments.build_parser()
+            args = adaptation_arguments.apply_full_preset(
+                parser, study_module.task_flags(arm, 1, budget, english_task, 1))
+            defaults = {**parser.builtin_defaults, **(adaptation_arguments.FULL_PRESET if args.full else {})}
+            check_flags_apply(parser, args, adaptation_arguments.FLAG_SCOPES, defaults)
+
+
 def test_redo_downstream_follows_the_order_of_tasks(tmp_path, monkeypatch):
     records = [run_record(arm, seed, 1.0, 0.5) for arm in ("unadapted", "mean") for seed in (1, 2)]
     done = []

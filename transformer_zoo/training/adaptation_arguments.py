@@ -237,3 +237,16 @@ def apply_full_preset(parser, argv) -> argparse.Namespace:
         if key not in given:
             setattr(args, key, value)
     return args
+
+
+def _downstream_flags(parser) -> tuple[str, ...]:
+    return tuple(action.dest for action in parser._actions if action.dest.startswith("downstream_"))
+
+
+# Flags read only under one setting (cli.check_flags_apply refuses them elsewhere).
+FLAG_SCOPES = (
+    (("lora_rank", "lora_alpha", "lora_target_modules"), lambda args: args.mode == "lora", "with --mode lora"),
+    (("parallel_dataset", "parallel_in_domain"), lambda args: args.embedding_init == "trans-tokenization",
+     "with --embedding_init trans-tokenization"),
+    (_downstream_flags, lambda args: args.downstream, "with --downstream true"),
+)

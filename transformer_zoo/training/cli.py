@@ -18,8 +18,13 @@ import os
 import sys
 from pathlib import Path
 
+from transformers.utils import logging
+
 from .loop import TrainingConfig
 from .optim import SCHEDULES
+
+
+logger = logging.get_logger(__name__)
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -204,6 +209,9 @@ class RecipeArgumentParser(argparse.ArgumentParser):
 
     def parse_args(self, args=None, namespace=None):  # noqa: D102 - argparse's signature
         argv = list(sys.argv[1:] if args is None else args)
+        # Before --config turns its values into defaults: check_flags_apply compares with these.
+        self.builtin_defaults = {action.dest: action.default for action in self._actions}
+        self.config_values = (None, {})
         pre = argparse.ArgumentParser(add_help=False)
         pre.add_argument("--config", default=None)
         known, _ = pre.parse_known_args(argv)
@@ -224,6 +232,7 @@ class RecipeArgumentParser(argparse.ArgumentParser):
             for key, value in values.items():
                 converted[key] = self._convert_file_value(actions[key], value, known.config)
             self.set_defaults(**converted)
+            self.config_values = (known.config, converted)
         namespace = super().parse_args(argv, namespace)
         self._check_choices(namespace)
         self._check_ranges(namespace)
@@ -428,6 +437,30 @@ def save_arguments(args: argparse.Namespace, path: str | os.PathLike) -> None:
     values = {key: value for key, value in vars(args).items()
               if key not in ("config", "resume", "overwrite_output_dir")}
     Path(path).write_text(json.dumps(values, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+
+
+def check_flags_apply(parser: argparse.ArgumentParser, args: argparse.Namespace, scopes, defaults=None) -> None:
+    """Refuse a flag the run would ignore: set (on the command line or in --config) to other than its built-in default
+    while the setting it belongs to is off, e.g. --lora_rank with --mode full. A value that comes from --config is
+    logged instead: a config file may hold the settings of several modes, one of which the command line picks.
+    `scopes`: (flags, applies(args), where they apply); flags may be a function of the parser. `defaults`: the
+    values that count as not set (the parser's built-in defaults unless given)."""
+    defaults = defaults or getattr(parser, "builtin_defaults", None) or \
+        {action.dest: action.default for action in parser._actions}
+    config_file, config_values = getattr(parser, "config_values", (None, {}))
+    for flags, applies, where in scopes:
+        if applies(args):
+            continue
+        for flag in flags(parser) if callable(flags) else flags:
+            value = getattr(args, flag, None)
+            if flag not in defaults or value == defaults[flag]:
+                continue
+            if flag in config_values and value == config_values[flag]:
+                logger.warning(f"--config {config_file} sets {flag}={value!r}, which this run ignores: it applies "
+                               f"only {where}.")
+                continue
+            raise ValueError(f"--{flag} {value!r} would be ignored: it applies only {where}. Leave it out, or "
+                             "change that setting.")
 
 
 def run_recipe(parser: argparse.ArgumentParser, args: argparse.Namespace, run, *checks):

@@ -49,11 +49,12 @@ from .adaptation_report import report_tables, write_card
 from .adaptation_arguments import (  # noqa: F401  (build_parser and the presets: re-exported)
     DEFAULT_EMBEDDING_INIT,
     DEFAULT_MODE,
+    FLAG_SCOPES,
     FULL_PRESET,
     apply_full_preset,
     build_parser,
 )
-from .cli import run_recipe, save_arguments, training_config_from_args
+from .cli import check_flags_apply, run_recipe, save_arguments, training_config_from_args
 from .corpora import corpus_card_info
 from .devices import create_accelerator
 from .evaluation import evaluate, model_loss
@@ -436,7 +437,10 @@ def _curve_from_metrics(output_dir: Path, metric: str) -> list[dict]:
 
 def main(argv=None) -> dict:
     parser = build_parser()
-    return run_recipe(parser, apply_full_preset(parser, argv), run)
+    args = apply_full_preset(parser, argv)
+    # The --full preset's values count as defaults too: with --downstream false they are simply unused.
+    defaults = {**parser.builtin_defaults, **(FULL_PRESET if args.full else {})}
+    return run_recipe(parser, args, run, lambda args: check_flags_apply(parser, args, FLAG_SCOPES, defaults))
 
 
 __all__ = ["MaskedPositionsLM", "build_parser", "extend_tokenizer", "load_language_model", "main", "old_pieces",

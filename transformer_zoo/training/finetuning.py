@@ -27,6 +27,7 @@ from .cli import (
     RecipeArgumentParser,
     add_early_stopping_arguments,
     add_training_arguments,
+    check_flags_apply,
     comma_list,
     optional_int,
     run_recipe,
@@ -47,7 +48,8 @@ from .features import (
     translation_features,
 )
 from .finetuning_data import TaskData, load_task_data
-from .finetuning_models import DEFAULT_LORA_TARGETS, LoadedModel, apply_mode, check_model_source, load_model
+from .finetuning_models import (DEFAULT_LORA_TARGETS, LoadedModel, _preset_of, apply_mode, check_model_source,
+                                load_model)
 from .loop import train
 from .objectives import causal_lm_collator, check_sequence_length
 from .reporting import count_parameters, format_metrics, hardware_summary
@@ -415,7 +417,22 @@ def print_run(results: dict) -> None:
     print("Test:\n" + format_metrics(results["test"], baseline))
 
 
+# Flags read only under one setting (check_flags_apply refuses them elsewhere).
+FLAG_SCOPES = (
+    (("lora_rank", "lora_alpha", "lora_dropout", "lora_target_modules", "merge_lora"), lambda args: args.mode == "lora",
+     "with --mode lora"),
+    (("generation_examples", "num_beams"), lambda args: args.task == "seq2seq",
+     "with --task seq2seq (the test set's translations)"),
+    (("num_labels",), lambda args: args.task in ("sequence-classification", "token-classification",
+                                                 "image-classification"), "to the classification tasks"),
+    (("vocab_size",), lambda args: not args.tokenizer and args.model is not None
+     and (_preset_of(args.model) or ("", ""))[0] not in ("", "zoo_vit"),
+     "when --model is a zoo text preset, which trains its own tokenizer (no --tokenizer)"),
+)
+
+
 def main(argv=None) -> dict:
     parser = build_parser()
     # The model is checked before the data: a bad --model should not wait for a corpus to load.
-    return run_recipe(parser, parser.parse_args(argv), run, check_model_source)
+    return run_recipe(parser, parser.parse_args(argv), run, lambda args: check_flags_apply(parser, args, FLAG_SCOPES),
+                      check_model_source)

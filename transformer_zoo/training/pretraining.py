@@ -35,6 +35,7 @@ from .cli import (
     RecipeArgumentParser,
     add_early_stopping_arguments,
     add_training_arguments,
+    check_flags_apply,
     comma_list,
     optional_int,
     run_recipe,
@@ -563,6 +564,19 @@ def check_overrides(args) -> None:
         raise ValueError(f"--model_overrides: {config_class._unknown_fields_message(unknown, fields)}")
 
 
+# Flags read only by one family's objective (check_flags_apply refuses them elsewhere).
+FLAG_SCOPES = (
+    (("mlm_probability",), lambda args: args.family == "encoder", "to --family encoder (masked LM)"),
+    (("noise_density", "mean_span_length", "num_beams", "length_penalty", "generation_examples"),
+     lambda args: args.family == "seq2seq", "to --family seq2seq (denoising; translation's test generations)"),
+    (("image_size", "num_channels"), lambda args: args.family == "vit", "to --family vit"),
+    (("sample_prompt", "sample_tokens"), lambda args: args.family == "decoder", "to --family decoder (its sample)"),
+    (("tokenizer_kind", "vocab_size", "lowercase"), lambda args: args.family != "vit" and not args.tokenizer,
+     "when the recipe trains the tokenizer (a text family, no --tokenizer)"),
+)
+
+
 def main(argv=None) -> dict:
     parser = build_parser()
-    return run_recipe(parser, parser.parse_args(argv), run, check_overrides, check_averaging)
+    return run_recipe(parser, parser.parse_args(argv), run, lambda args: check_flags_apply(parser, args, FLAG_SCOPES),
+                      check_overrides, check_averaging)
