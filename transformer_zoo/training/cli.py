@@ -209,8 +209,10 @@ class RecipeArgumentParser(argparse.ArgumentParser):
 
     def parse_args(self, args=None, namespace=None):  # noqa: D102 - argparse's signature
         argv = list(sys.argv[1:] if args is None else args)
-        # Before --config turns its values into defaults: check_flags_apply compares with these.
-        self.builtin_defaults = {action.dest: action.default for action in self._actions}
+        # Before --config turns its values into defaults (set_defaults: they would stay for a later parse too):
+        # check_flags_apply compares with these.
+        if not hasattr(self, "builtin_defaults"):
+            self.builtin_defaults = {action.dest: action.default for action in self._actions}
         self.config_values = (None, {})
         pre = argparse.ArgumentParser(add_help=False)
         pre.add_argument("--config", default=None)

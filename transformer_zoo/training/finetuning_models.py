@@ -137,7 +137,8 @@ def _source_config(spec: str):
         return AutoConfig.from_pretrained(spec, trust_remote_code=False)
     except (OSError, ValueError) as error:
         where = "local folder" if Path(spec).exists() else "Hub id (no such local folder)"
-        raise ValueError(f"--model {spec!r}: cannot load a config as a {where} ({error}). Pass a zoo preset "
+        reason = " ".join(str(error).split())  # one line
+        raise ValueError(f"--model {spec!r}: cannot load a config as a {where} ({reason}). Pass a zoo preset "
                          "(zoo_encoder:tiny), a checkpoint folder, or a Hub id with network access.") from error
 
 
@@ -158,11 +159,8 @@ def check_model_source(args) -> None:
     spec = model_source(args)
     preset = _preset_of(spec)
     if preset is not None:
-        family, name = preset
-        if name not in PRESET_CONFIGS[family].PRESETS:
-            raise ValueError(f"Unknown preset {name!r} for {family}; choose one of "
-                             f"{', '.join(PRESET_CONFIGS[family].preset_names())}.")
-        _head_class(args.task, family)
+        _check_preset(*preset)
+        _head_class(args.task, preset[0])
         return
     model_type = _checked_model_type(spec, _source_config(spec).model_type)
     if model_type in SOURCE_FAMILIES:  # converted on the fly into this zoo family
@@ -230,11 +228,15 @@ def load_model(args, data: TaskData, train_texts) -> LoadedModel:
     return loaded
 
 
+def _check_preset(family: str, preset: str) -> None:
+    if preset not in PRESET_CONFIGS[family].PRESETS:
+        raise ValueError(f"Unknown preset {preset!r} for {family}; choose one of "
+                         f"{', '.join(PRESET_CONFIGS[family].preset_names())}.")
+
+
 def _preset_model(args, family, preset, labels, overrides, attn, train_texts) -> LoadedModel:
     config_class = PRESET_CONFIGS[family]
-    if preset not in config_class.PRESETS:
-        raise ValueError(f"Unknown preset {preset!r} for {family}; choose one of "
-                         f"{', '.join(config_class.preset_names())}.")
+    _check_preset(family, preset)
     head_class = _head_class(args.task, family)
     loaded = LoadedModel(model=None, source=f"{family}:{preset}",
                          provenance=[f"Random initialisation from the zoo preset `{family}:{preset}`."])
