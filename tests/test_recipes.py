@@ -394,6 +394,8 @@ def test_a_model_that_cannot_load_is_refused_before_the_data_is_read(tmp_path, d
            "needs a model of type zoo_encoder; the model is 'zoo_decoder'")
     transformers.T5Config(num_layers=1, d_model=32).save_pretrained(tmp_path / "t5")
     _fails(capsys, finetuning.main, ["--model", tmp_path / "t5", *out], "is a 't5' model")
+    _fails(capsys, finetuning.main, ["--model", "encoder:tiny", "--max_length", 1000, *out],
+           "Sequences of 1000 tokens do not fit position_embedding_type='learned' with max_position_embeddings=128")
     _fails(capsys, finetuning.main, ["--model", "encoder:tiny", "--tokenizer", tmp_path / "no-tokenizer", *out],
            "--tokenizer '" + str(tmp_path / "no-tokenizer") + "': no such file or folder")
     monkeypatch.setattr(finetuning_models, "minilm_folder", lambda: None)

@@ -25,9 +25,11 @@ from .. import (
     ZooViTForImageClassification,
     ZooViTImageProcessor,
 )
+from ..conversion_tables import zoo_config_for
 from ..convert import SOURCE_FAMILIES, convert_model, load_source_model
 from ..modeling_zoo_dropout import set_dropout_sampler
 from .finetuning_data import TaskData
+from .objectives import BOUNDED_POSITION_TYPES, check_sequence_length
 from .tokenization import check_tokenizer_source, load_tokenizer, train_tokenizer
 
 
@@ -161,11 +163,17 @@ def check_model_source(args) -> None:
     if preset is not None:
         _check_preset(*preset)
         _head_class(args.task, preset[0])
-        return
-    model_type = _checked_model_type(spec, _source_config(spec).model_type)
-    if model_type in SOURCE_FAMILIES:  # converted on the fly into this zoo family
-        model_type = SOURCE_FAMILIES[model_type].zoo_config_class.model_type
-    _head_class(args.task, model_type)
+        config = PRESET_CONFIGS[preset[0]].from_preset(preset[1])
+    else:
+        config = _source_config(spec)
+        model_type = _checked_model_type(spec, config.model_type)
+        if model_type in SOURCE_FAMILIES:  # converted on the fly into this zoo family
+            config = zoo_config_for(config, SOURCE_FAMILIES[model_type])
+        _head_class(args.task, config.model_type)
+    if args.task != "image-classification" and config.position_embedding_type in BOUNDED_POSITION_TYPES:
+        # A position table shorter than --max_length is an error (check_sequence_length, later, only warns for the
+        # schemes without a table, and says so once).
+        check_sequence_length(config, args.max_length)
 
 
 def load_model(args, data: TaskData, train_texts) -> LoadedModel:
