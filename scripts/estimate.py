@@ -53,7 +53,8 @@ def parse_arguments(argv=None):
     parser.add_argument("--lora-trainable-fraction", type=positive(float), default=None,
                         help="Fraction (0-1] of the parameters that train, e.g. 0.01 for LoRA adapters: only these "
                              "get gradients and optimizer states. Default: all parameters train.")
-    parser.add_argument("--batch-size", type=positive(int), default=1, help="Batch size for the KV-cache estimate (default 1).")
+    parser.add_argument("--batch-size", type=positive(int), default=1,
+                        help="Batch size for the KV-cache estimate (default 1).")
     parser.add_argument("--sequence-length", type=positive(int), default=None,
                         help="Generated sequence length for the KV cache (default: max_position_embeddings).")
     parser.add_argument("--source-length", type=positive(int), default=None,

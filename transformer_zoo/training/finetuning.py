@@ -48,8 +48,8 @@ from .features import (
     translation_features,
 )
 from .finetuning_data import TaskData, load_task_data
-from .finetuning_models import (DEFAULT_LORA_TARGETS, LoadedModel, _preset_of, apply_mode, check_model_source,
-                                load_model)
+from .finetuning_models import (DEFAULT_LORA_TARGETS, LoadedModel, apply_mode, check_model_source, load_model,
+                                preset_of)
 from .loop import train
 from .objectives import causal_lm_collator, check_sequence_length
 from .reporting import count_parameters, format_metrics, hardware_summary
@@ -426,7 +426,7 @@ FLAG_SCOPES = (
     (("num_labels",), lambda args: args.task in ("sequence-classification", "token-classification",
                                                  "image-classification"), "to the classification tasks"),
     (("vocab_size",), lambda args: not args.tokenizer and args.model is not None
-     and (_preset_of(args.model) or ("", ""))[0] not in ("", "zoo_vit"),
+     and (preset_of(args.model) or ("", ""))[0] not in ("", "zoo_vit"),
      "when --model is a zoo text preset, which trains its own tokenizer (no --tokenizer)"),
 )
 

@@ -127,7 +127,7 @@ def model_source(args) -> str:
     return spec
 
 
-def _preset_of(spec: str) -> tuple[str, str] | None:
+def preset_of(spec: str) -> tuple[str, str] | None:
     """(family, preset) when `spec` names a zoo preset (zoo_encoder:tiny, encoder:base) rather than a folder."""
     family, _, preset = spec.partition(":")
     family = PRESET_ALIASES.get(family, family)
@@ -159,7 +159,7 @@ def check_model_source(args) -> None:
     if args.tokenizer:
         check_tokenizer_source(args.tokenizer)
     spec = model_source(args)
-    preset = _preset_of(spec)
+    preset = preset_of(spec)
     if preset is not None:
         _check_preset(*preset)
         _head_class(args.task, preset[0])
@@ -183,7 +183,7 @@ def load_model(args, data: TaskData, train_texts) -> LoadedModel:
     overrides = _config_overrides(args)
     attn = {"attn_implementation": args.attn_implementation} if args.attn_implementation else {}
 
-    preset = _preset_of(spec)
+    preset = preset_of(spec)
     if preset is not None:
         return _preset_model(args, *preset, labels, overrides, attn, train_texts)
 

@@ -304,9 +304,7 @@ def build_config(args, tokenizer, corpus, objective: str):
             overrides["num_channels"] = args.num_channels
     if args.attn_implementation:
         overrides["attn_implementation"] = args.attn_implementation
-    if args.preset not in family.config_class.PRESETS:
-        raise ValueError(f"Unknown --preset {args.preset!r} for --family {args.family}; choose one of "
-                         f"{', '.join(family.config_class.preset_names())}.")
+    check_preset(args)
     config = family.config_class.from_preset(args.preset, **overrides)
     if tokenizer is not None:
         check_sequence_length(config, args.context_length)
@@ -547,14 +545,19 @@ def _card_data(corpus) -> dict:
     return data
 
 
+def check_preset(args) -> None:
+    config_class = FAMILIES[args.family].config_class
+    if args.preset not in config_class.PRESETS:
+        raise ValueError(f"Unknown --preset {args.preset!r} for --family {args.family}; choose one of "
+                         f"{', '.join(config_class.preset_names())}.")
+
+
 def check_overrides(args) -> None:
     """--preset must name one of the family's presets, --model_overrides be key=value pairs naming fields of its
     config (with the config's own message for an unknown field), and --tokenizer exist: checked before any work
     (tokenizer training, data loading)."""
     config_class = FAMILIES[args.family].config_class
-    if args.preset not in config_class.PRESETS:
-        raise ValueError(f"Unknown --preset {args.preset!r} for --family {args.family}; choose one of "
-                         f"{', '.join(config_class.preset_names())}.")
+    check_preset(args)
     if args.tokenizer:
         check_tokenizer_source(args.tokenizer)
     overrides = parse_overrides(args.model_overrides)
