@@ -545,3 +545,23 @@ def test_stratified_subset_is_datasets_own_stratified_split_row_for_row(count, s
         stratified_subset(lonely, 3, seed)
     with pytest.raises(ValueError, match="ClassLabel"):
         stratified_subset(lonely.cast_column("label", datasets.Value("int64")), 3, seed)
+
+
+def test_lora_targets_that_name_no_module_are_refused_before_the_data_loads(tmp_path, english_wordpiece,
+                                                                            monkeypatch, capsys):
+    """PEFT adapts whatever any listed name matches and says nothing of the others: `q_proj,value` would adapt the
+    queries alone."""
+    from transformer_zoo.training import domain_adaptation
+
+    def read_data(args):
+        raise AssertionError("the data was read before --lora_target_modules was checked")
+
+    monkeypatch.setattr(domain_adaptation, "load_urdu_data", read_data)
+    model_dir = save_english_mlm(tmp_path / "mlm", english_wordpiece)
+    with pytest.raises(SystemExit) as raised:
+        main(["--model", str(model_dir), "--dataset", str(tmp_path / "urdu.txt"), "--output_dir", str(tmp_path / "out"),
+              "--mode", "lora", "--lora_target_modules", "q_proj,value", "--downstream", "false",
+              "--report_to", "none"])
+    assert raised.value.code == 2
+    assert ("--lora_target_modules value: no module of the model has that name, so no adapter would train there; "
+            "the model's linear layers are named ") in capsys.readouterr().err

@@ -403,6 +403,46 @@ def test_a_model_that_cannot_load_is_refused_before_the_data_is_read(tmp_path, d
     assert not (tmp_path / "out").exists()  # refused before the output folder was claimed
 
 
+def test_lora_targets_and_frozen_mode_are_checked_before_the_data_is_read(tmp_path, data_dir, capsys, monkeypatch):
+    """PEFT adapts whatever any listed name matches and is silent about the others, so `q_proj,value` would train
+    without adapters on the values; and it checks only once the model is adapted, after the data is tokenized."""
+    def read_data(args):
+        raise AssertionError("the data was read before --mode was checked")
+
+    monkeypatch.setattr(finetuning, "load_task_data", read_data)
+    out = ["--dataset", data_dir / "classes.csv", "--text_column", "sentence", "--label_column", "sentiment",
+           "--output_dir", tmp_path / "out", *FAST]
+    names = "the model's linear layers are named classifier, dense, down_proj, k_proj, o_proj, q_proj, up_proj, v_proj"
+    _fails(capsys, finetuning.main, ["--model", "encoder:tiny", "--lora_target_modules", "q_proj,value", *out],
+           f"--lora_target_modules value: no module of the model has that name, so no adapter would train there; "
+           f"{names}.")
+    _fails(capsys, finetuning.main, ["--model", "encoder:tiny", "--lora_target_modules", "query,value", *out],
+           "No modules were targeted for adaptation")
+    _fails(capsys, finetuning.main, ["--model", "encoder:tiny", "--lora_target_modules", "mlp", *out],
+           "Target module ZooMLP(")
+    _fails(capsys, finetuning.main, ["--model", "decoder:tiny", "--task", "causal-lm", "--mode", "frozen", *out],
+           "--task causal-lm has no separate head")
+    # A transformers checkpoint is checked as the zoo model it converts into (BERT's query/value become q/v_proj).
+    transformers.BertConfig(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                            vocab_size=100).save_pretrained(tmp_path / "bert")
+    _fails(capsys, finetuning.main, ["--model", tmp_path / "bert", "--lora_target_modules", "query,v_proj",
+                                     *FAST_NO_TOKENIZER, *out[:-len(FAST)]],
+           "--lora_target_modules query: no module of the model has that name")
+    assert not (tmp_path / "out").exists()
+
+
+def test_every_listed_lora_target_must_match(tmp_path):
+    """The library check the recipes use: each name alone, by PEFT's own matching (a full key or a dotted suffix)."""
+    from peft import LoraConfig, get_peft_model
+
+    from transformer_zoo.peft_defaults import unmatched_target_modules
+
+    model = get_peft_model(ZooEncoderForSequenceClassification(ZooEncoderConfig.from_preset("tiny")),
+                           LoraConfig(target_modules=["q_proj", "layers.0.self_attn.v_proj"]))
+    assert unmatched_target_modules(model.targeted_module_names, ["q_proj", "layers.0.self_attn.v_proj"]) == []
+    assert unmatched_target_modules(model.targeted_module_names, ["q_proj", "value", "proj"]) == ["value", "proj"]
+
+
 def test_repeated_or_negative_seeds_are_refused(tmp_path, data_dir, capsys):
     """A repeated seed repeats the same run, so its "mean ± std" would claim a spread it never measured."""
     out = ["--model", "encoder:tiny", "--dataset", data_dir / "classes.csv", "--text_column", "sentence",

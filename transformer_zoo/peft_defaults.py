@@ -45,3 +45,18 @@ def register_peft_defaults() -> list[str]:
             mapping.setdefault(model_type, list(llama_default))
         registered.append(id(mapping))
     return registered
+
+
+def unmatched_target_modules(targeted_module_names, target_modules) -> list[str]:
+    """The names in `target_modules` (a list, as `LoraConfig(target_modules=[...])` takes it) that match none of
+    `targeted_module_names` (a PEFT model's `targeted_module_names`), by PEFT's own rule for each name alone.
+
+    PEFT adapts every module that matches any listed name and raises only when none matches, so a list with one
+    wrong name (`q_proj,value` on a model whose projections are q_proj and v_proj) trains without the adapters the
+    user asked for, silently. A recipe refuses such a list with this."""
+    from peft import LoraConfig
+    from peft.tuners.tuners_utils import check_target_module_exists
+
+    return [name for name in target_modules
+            if not any(check_target_module_exists(LoraConfig(target_modules=[name]), key)
+                       for key in targeted_module_names)]

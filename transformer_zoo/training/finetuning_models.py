@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from .. import (
 from ..conversion_tables import zoo_config_for
 from ..convert import SOURCE_FAMILIES, convert_model, load_source_model
 from ..modeling_zoo_dropout import set_dropout_sampler
+from ..peft_defaults import unmatched_target_modules
 from .finetuning_data import TaskData
 from .objectives import BOUNDED_POSITION_TYPES, check_sequence_length
 from .tokenization import check_tokenizer_source, load_tokenizer, train_tokenizer
@@ -174,6 +176,19 @@ def check_model_source(args) -> None:
         # A position table shorter than --max_length is an error (check_sequence_length, later, only warns for the
         # schemes without a table, and says so once).
         check_sequence_length(config, args.max_length)
+    if args.mode != "full":
+        _check_mode_applies(args, config)
+
+
+def _check_mode_applies(args, config) -> None:
+    """Apply --mode (LoRA's targets, a frozen backbone's head) to the model built on the meta device, which holds
+    no weights and takes milliseconds: a target naming no module, or a module PEFT cannot adapt, is refused before
+    the data is read instead of after it is tokenized."""
+    with torch.device("meta"):
+        model = _head_class(args.task, config.model_type)(config)
+    with warnings.catch_warnings():  # PEFT's warnings come again, once, when the real model is adapted
+        warnings.simplefilter("ignore")
+        apply_mode(args, model)
 
 
 def load_model(args, data: TaskData, train_texts) -> LoadedModel:
@@ -310,11 +325,20 @@ def apply_mode(args, model):
         target_modules="all-linear" if targets == ["all-linear"] else targets,
         modules_to_save=heads or None, task_type=PEFT_TASK_TYPES[args.task],
     )
+    # Named before PEFT wraps them in place, for the messages below.
+    linear_names = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                           if isinstance(module, torch.nn.Linear)})
+    hint = f"the model's linear layers are named {', '.join(linear_names)}"
     try:
         peft_model = get_peft_model(model, lora)
     except ValueError as error:
-        raise ValueError(f"LoRA could not be applied ({error}); check --lora_target_modules "
-                         f"({', '.join(targets)}).") from error
+        reason = " ".join(str(error).split())  # PEFT's message spans lines (it prints the module)
+        raise ValueError(f"--lora_target_modules {','.join(targets)}: LoRA could not be applied ({reason}); "
+                         f"{hint}.") from error
+    unmatched = [] if targets == ["all-linear"] else unmatched_target_modules(peft_model.targeted_module_names, targets)
+    if unmatched:
+        raise ValueError(f"--lora_target_modules {','.join(unmatched)}: no module of the model has that name, so no "
+                         f"adapter would train there; {hint}.")
     # PEFT's adapter dropout is a plain nn.Dropout: it draws its masks as the model's own dropout does.
     set_dropout_sampler(peft_model, model.config.dropout_sampler)
     return peft_model
