@@ -368,6 +368,50 @@ def test_gradient_accumulation_matches_a_larger_batch(tmp_path):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
+def test_a_step_that_makes_the_weights_non_finite_stops_the_run(tmp_path):
+    """A NaN gradient (here injected at the 5th micro-batch) would be applied, and every later step, evaluation and
+    checkpoint would be of a NaN model; the run stops at that step, naming the last checkpoint that is intact."""
+    from transformer_zoo.training.loop import TrainingDiverged
+
+    calls = []
+
+    def poisoned_loss(model, batch):
+        calls.append(1)
+        loss = model(**batch).loss
+        return loss * float("nan") if len(calls) == 5 else loss
+
+    with pytest.raises(TrainingDiverged, match=r"Training diverged at step 5: the gradient norm is nan \(mean loss "
+                       r"nan\) and the update made the weights non-finite, so the run stops; .*checkpoint-00000004 "
+                       r"\(the last checkpoint\) holds finite weights\. Lower --learning_rate \(this step used "):
+        train(_tiny_decoder(), _sequences(32), _collate, _config(tmp_path, max_steps=8, save_steps=2),
+              loss_fn=poisoned_loss)
+    assert [path.name for path in list_checkpoints(tmp_path / "checkpoints")][-1] == "checkpoint-00000004"
+    from safetensors.torch import load_file
+
+    # The newest checkpoint's weights are finite.
+    for tensor in load_file(next((tmp_path / "checkpoints" / "checkpoint-00000004").rglob("*.safetensors"))).values():
+        assert torch.isfinite(tensor).all()
+    assert max(record["step"] for record in read_jsonl(tmp_path / "metrics.jsonl")) == 4  # nothing logged after
+
+
+def test_a_batch_without_labels_does_not_count_as_divergence(tmp_path):
+    """The token-mean loss of a batch without a labelled token is NaN (0/0, as PyTorch's mean) with a zero gradient:
+    the weights stay finite and training goes on. (The zoo's models refuse such labels unless num_items_in_batch is
+    given; a loss function of the caller's may not.)"""
+    from transformer_zoo.modeling_zoo_losses import token_cross_entropy
+
+    def loss_fn(model, batch):
+        labels = batch["labels"].clone()
+        if int(batch["input_ids"][0, 0]) % 2:  # about half the batches have no labelled token
+            labels.fill_(-100)
+        return token_cross_entropy(model(input_ids=batch["input_ids"]).logits, labels, shift=True)
+
+    result = train(_tiny_decoder(), _sequences(32), _collate, _config(tmp_path, max_steps=6), loss_fn=loss_fn)
+    losses = [record["loss"] for record in read_jsonl(tmp_path / "metrics.jsonl") if "loss" in record]
+    assert result.progress.step == 6 and any(math.isnan(loss) for loss in losses)
+    assert all(torch.isfinite(parameter).all() for parameter in result.model.parameters())
+
+
 def test_early_stopping_keeps_and_reloads_the_best_model(tmp_path):
     scores = iter([0.5, 0.7, 0.6, 0.65, 0.9])
     snapshots = {}

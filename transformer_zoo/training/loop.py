@@ -211,6 +211,21 @@ class TrainingInterrupted(RunStopped):
                          "command with --resume to continue from it.")
 
 
+class TrainingDiverged(ValueError):
+    """Raised by `train` when a step's gradient norm is not finite and the optimizer applied it: the weights hold
+    NaN or inf from then on, and every later step, evaluation and checkpoint would be of a broken model."""
+
+    def __init__(self, step: int, loss: float, grad_norm: float, learning_rate: float, checkpoint: Path | None):
+        self.step, self.checkpoint = step, checkpoint
+        kept = (f"{checkpoint} (the last checkpoint) holds finite weights" if checkpoint is not None
+                else "no checkpoint was written before it")
+        super().__init__(
+            f"Training diverged at step {step}: the gradient norm is {grad_norm} (mean loss {loss:.4g}) and the "
+            f"update made the weights non-finite, so the run stops; {kept}. Lower --learning_rate (this step used "
+            f"{learning_rate:.3g}), lengthen the warm-up, keep --max_grad_norm on, or train in bf16 or fp32 rather "
+            "than fp16.")
+
+
 class StopRequest:
     """SIGINT/SIGTERM handlers that ask the loop to stop at the next step boundary (a second Ctrl-C stops at once,
     as usual). Installed only in the main thread, restored on exit."""
@@ -441,17 +456,28 @@ def train(
             grad_norm = accelerator.clip_grad_norm_(trainable, config.max_grad_norm or float("inf"))
             learning_rate = optimizer.param_groups[0]["lr"]  # the rate this step used
             optimizer.step()
-            if not accelerator.optimizer_step_was_skipped:  # an fp16 overflow skips the update; keep the schedule
+            skipped = accelerator.optimizer_step_was_skipped
+            if not skipped:  # an fp16 overflow skips the update; keep the schedule
                 scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             progress.step += 1
 
             # The stop flag rides on the per-step reduction: every process stops after the same step, at no extra cost.
             stop_flag = torch.tensor([float(stop.signal_name is not None)], dtype=torch.float64, device=accelerator.device)
+            # So does a gradient norm that is not finite where the update was applied (the weights are then NaN or
+            # inf). Not the loss: a batch without a labelled token has a NaN mean loss and a zero gradient.
+            diverged = (torch.zeros(1, dtype=torch.float64, device=accelerator.device) if grad_norm is None or skipped
+                        else (~torch.isfinite(torch.as_tensor(grad_norm, device=accelerator.device))).double()
+                        .reshape(1))
             totals = accelerator.reduce(
-                torch.cat([(step_loss / accumulation).double().reshape(1), units, stop_flag]), reduction="sum"
+                torch.cat([(step_loss / accumulation).double().reshape(1), units, stop_flag, diverged]),
+                reduction="sum",
             )
             step_mean_loss = float(totals[0]) / world
+            if float(totals[4]) > 0:
+                bar.close()
+                raise TrainingDiverged(progress.step, step_mean_loss, float(grad_norm), learning_rate,
+                                       latest_checkpoint(checkpoints_dir))
             progress.tokens_seen += int(totals[1])
             progress.examples_seen += int(totals[2])
             progress.window_loss_sum += step_mean_loss
