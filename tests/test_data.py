@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from datasets import ClassLabel
+from datasets import ClassLabel, Dataset
 from datasets import Image as ImageFeature
 from PIL import Image
 from transformers import AutoTokenizer
@@ -543,6 +543,39 @@ def test_token_classification_labels_align_to_first_pieces(wordpiece):
     assert align_word_labels([None, 0, 0, 1, None], [5, 6], label_all_tokens=True) == [-100, 5, 5, 6, -100]
     with pytest.raises(ValueError, match="2 words but 1 tags"):
         token_classification_features({"tokens": [["a", "b"]], "tags": [[0]]}, wordpiece)
+
+
+def test_features_mark_the_rows_max_length_cut(wordpiece, bpe):
+    """Each marked row is one whose tokens without the limit do not fit in it; the rest are whole."""
+    from transformers import BatchEncoding
+
+    from transformer_zoo.training.features import take_truncation_counts, truncated_rows
+
+    texts = ["now fair hippolyta our nuptial hour draws on apace", "now", "fair hippolyta"]
+    whole = [len(ids) for ids in wordpiece(texts)["input_ids"]]
+    features = classification_features({"text": texts, "label": [0, 1, 0]}, wordpiece, max_length=4,
+                                        mark_truncated=True)
+    assert features["truncated"] == [length > 4 for length in whole] == [True, False, whole[2] > 4]
+    assert classification_features({"text": texts, "label": [0, 1, 0]}, wordpiece, max_length=4).keys() == \
+        {"input_ids", "token_type_ids", "attention_mask", "labels"}  # unmarked unless asked
+    words = [["now", "fair", "hippolyta", "our", "nuptial"], ["now"]]
+    marked = token_classification_features({"tokens": words, "tags": [[0] * 5, [1]]}, wordpiece, max_length=4,
+                                           mark_truncated=True)
+    assert marked["truncated"] == [True, False]
+    pairs = {"source": ["the food of love", "play"], "target": ["x", "music be the food of love"]}
+    marked = translation_features(pairs, bpe, "source", "target", 4, mark_truncated=True)
+    assert marked["truncated_source"] == [len(bpe("the food of love")["input_ids"]) > 3, False]
+    assert marked["truncated_target"] == [False, True]
+    # A slow tokenizer (no `encodings`) is asked again without truncation.
+    def by_words(texts, pair=None, truncation=False, max_length=None, **kwargs):
+        return BatchEncoding({"input_ids": [text.split()[:max_length] if truncation else text.split()
+                                            for text in texts]})
+
+    cut = by_words(texts, truncation=True, max_length=2)
+    assert cut.encodings is None and truncated_rows(cut, by_words, 2, texts) == [True, False, False]
+    dataset = Dataset.from_dict({"input_ids": [[1], [2]], "truncated": [True, False]})
+    kept, counts = take_truncation_counts(dataset)
+    assert kept.column_names == ["input_ids"] and counts == {"truncated": 1}
 
 
 def test_image_classification_transform_feeds_vit():

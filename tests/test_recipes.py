@@ -6,6 +6,7 @@ the Auto classes and with remote code, tokenizer / image processor, model card, 
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -177,6 +178,20 @@ def test_pretrain_every_family(tmp_path, data_dir, family, dataset, extra, objec
         assert (tmp_path / "tokenizer.json").is_file()
 
 
+def test_pretrain_translation_says_how_many_pairs_context_length_truncated(tmp_path, data_dir):
+    from transformers.testing_utils import CaptureLogger
+
+    from transformer_zoo.training import features
+
+    with CaptureLogger(features.logger) as logged:
+        _pretrain(["--family", "seq2seq", "--dataset", data_dir / "pairs.jsonl", "--output_dir", tmp_path,
+                   "--context_length", 5, "--model_overrides", "", *FAST])
+    for split in ("train", "validation", "test"):
+        for side in ("sources", "targets"):
+            assert re.search(rf"\d+ of \d+ {split} {side} \([\d.]+%\) are longer than --context_length 5 tokens and "
+                             r"were truncated: ", logged.out)
+
+
 def test_pretrain_translation_with_token_batches_and_checkpoint_averaging(tmp_path, data_dir):
     """The paper's set-up in the recipe: token-count batches within their budget, the saved model is the mean of the
     last checkpoints, and the test scores come with the copy and retrieval baselines."""
@@ -297,6 +312,35 @@ def test_finetune_every_task(tmp_path, data_dir, model, task, dataset, metric):
                          *(FAST_NO_TOKENIZER if task == "image-classification" else FAST)])
     assert metric in summary["runs"][0]["test"]
     assert (tmp_path / "config.json").is_file() and (tmp_path / "adapter" / "adapter_config.json").is_file()
+
+
+@pytest.mark.parametrize("task, dataset, columns, rows", [
+    ("sequence-classification", "classes.csv", ["--text_column", "sentence", "--label_column", "sentiment"],
+     ["examples"]),
+    ("seq2seq", "pairs.jsonl", [], ["sources", "targets"]),
+])
+def test_finetune_says_how_many_examples_max_length_truncated(tmp_path, data_dir, task, dataset, columns, rows):
+    """Truncation at --max_length is what the user asked for, but not silently: a warning per split and side with
+    the count and what it means for the task, the counts in results.json and a caveat in the model card."""
+    from transformers.testing_utils import CaptureLogger
+
+    from transformer_zoo.training import features
+
+    model = "zoo_encoder:tiny" if task == "sequence-classification" else "zoo_seq2seq:tiny"
+    with CaptureLogger(features.logger) as logged:
+        summary = _finetune(["--model", model, "--task", task, "--dataset", data_dir / dataset, *columns,
+                             "--max_length", 5, "--output_dir", tmp_path, *FAST])
+    truncated = summary["runs"][0]["truncated_examples"]
+    columns = {"examples": "truncated", "sources": "truncated_source", "targets": "truncated_target"}
+    err = logged.out
+    for split in ("train", "validation", "test"):
+        for row in rows:
+            count = truncated[split][columns[row]]
+            assert count > 0
+            assert re.search(rf"{count:,} of \d+ {split} {row} \([\d.]+%\) are longer than --max_length 5 tokens and "
+                             rf"were truncated: .*\. Raise --max_length to keep them whole\.", err)
+    assert f"Truncated at --max_length 5 tokens: {truncated['train'][columns[rows[0]]]:,} of " in \
+        (tmp_path / "README.md").read_text()
 
 
 def test_finetune_converts_a_transformers_checkpoint_on_the_fly(tmp_path, data_dir):

@@ -15,8 +15,12 @@ from typing import Any
 
 import numpy as np
 import torch
+from transformers.utils import logging as hf_logging
 
 from .objectives import IGNORE_INDEX, _encode, _end_token_id
+
+
+logger = hf_logging.get_logger(__name__)
 
 
 # ------------------------------------------------------------------------------------------------- translation
@@ -28,13 +32,15 @@ def translation_features(
     max_length: int = 128,
     *,
     max_target_length: int | None = None,
+    mark_truncated: bool = False,
 ) -> dict[str, list[list[int]]]:
     """For `dataset.map(..., batched=True)`: source texts -> input_ids/attention_mask, targets -> labels.
 
     Both sides are truncated to `max_length` (targets to `max_target_length` if given) *including* a final eos (or
     [SEP]), which tells the decoder where to stop; no bos/[CLS] is added (the model prepends its decoder start
     token when it shifts the labels). Padding is left to the collator (`transformers.DataCollatorForSeq2Seq` pads
-    labels with -100).
+    labels with -100). `mark_truncated` adds the columns `truncated_source` and `truncated_target` (booleans:
+    which rows were cut), for the caller to count and report (`take_truncation_counts`).
     """
     for column, option in ((source_column, "source_column"), (target_column, "target_column")):
         if column not in batch:
@@ -47,14 +53,15 @@ def translation_features(
         raise ValueError("max_length (and max_target_length) must be at least 2: one token plus eos.")
 
     def encode(texts, limit):
-        return [ids[: limit - 1] + [end] for ids in _encode(tokenizer, [t or "" for t in texts])]
+        full = _encode(tokenizer, [t or "" for t in texts])
+        return [ids[: limit - 1] + [end] for ids in full], [len(ids) > limit - 1 for ids in full]
 
-    input_ids = encode(batch[source_column], max_length)
-    return {
-        "input_ids": input_ids,
-        "attention_mask": [[1] * len(ids) for ids in input_ids],
-        "labels": encode(batch[target_column], max_target_length),
-    }
+    input_ids, source_cut = encode(batch[source_column], max_length)
+    labels, target_cut = encode(batch[target_column], max_target_length)
+    features = {"input_ids": input_ids, "attention_mask": [[1] * len(ids) for ids in input_ids], "labels": labels}
+    if mark_truncated:
+        features.update(truncated_source=source_cut, truncated_target=target_cut)
+    return features
 
 
 # ------------------------------------------------------------------------------------------------- classification
@@ -65,6 +72,52 @@ def _max_length(tokenizer, max_length: int | None) -> int | None:
     return limit if limit is not None and limit < 1_000_000 else None
 
 
+def truncated_rows(encoded, tokenizer, limit: int | None, texts, pair=None, **kwargs) -> list[bool]:
+    """Which rows of `encoded` (`tokenizer(texts, pair, truncation=True, max_length=limit, **kwargs)`) were cut
+    short: a fast tokenizer's encodings keep what truncation removed (`overflowing`); a slow one is asked again
+    without truncation."""
+    if limit is None:
+        return [False] * len(encoded["input_ids"])
+    if encoded.encodings is not None:
+        return [bool(encoding.overflowing) for encoding in encoded.encodings]
+    whole = tokenizer(texts, pair, truncation=False, verbose=False, **kwargs)["input_ids"]
+    return [len(ids) > limit for ids in whole]
+
+
+TRUNCATION_COLUMNS = ("truncated", "truncated_source", "truncated_target")
+
+
+def take_truncation_counts(dataset) -> tuple[object, dict[str, int]]:
+    """(`dataset` without the columns the feature functions' `mark_truncated` added, {column: rows cut})."""
+    columns = [column for column in TRUNCATION_COLUMNS if column in dataset.column_names]
+    counts = {column: int(sum(dataset[column])) for column in columns}
+    return (dataset.remove_columns(columns) if columns else dataset), counts
+
+
+# What truncation means, by task (or by side, for a translation's two).
+TRUNCATION_EFFECTS = {
+    "sequence-classification": "the classifier sees only their first tokens",
+    "token-classification": "their last words are neither trained on nor scored by seqeval",
+    "causal-lm": "the text past the limit is not trained on or scored",
+    "truncated_source": "the model sees only their first tokens",
+    "truncated_target": "the model learns to end its output there, and BLEU and chrF compare with the truncated "
+                        "references",
+}
+TRUNCATED_ROWS = {"truncated": " examples", "truncated_source": " sources", "truncated_target": " targets"}
+
+
+def report_truncation(truncated: dict, sizes: dict, *, task: str | None, flag: str, limit: int) -> None:
+    """One warning per split (and side) whose rows `flag` (= `limit` tokens) cut short: how many, and what it
+    means for `task`. `truncated`: {split: take_truncation_counts' counts}; `sizes`: {split: rows}."""
+    for name, counts in truncated.items():
+        for column, count in counts.items():
+            if count:
+                effect = TRUNCATION_EFFECTS[task if column == "truncated" else column]
+                logger.warning(f"{count:,} of {sizes[name]:,} {name}{TRUNCATED_ROWS[column]} "
+                               f"({count / sizes[name]:.1%}) are longer than {flag} {limit} tokens and were "
+                               f"truncated: {effect}. Raise {flag} to keep them whole.")
+
+
 def classification_features(
     batch: dict[str, list],
     tokenizer,
@@ -73,9 +126,11 @@ def classification_features(
     label_column: str | None = "label",
     text_pair_column: str | None = None,
     max_length: int | None = None,
+    mark_truncated: bool = False,
 ) -> dict[str, list]:
     """For `dataset.map(..., batched=True)`: tokenize (with the tokenizer's special tokens, truncating to
-    `max_length`, default the tokenizer's model_max_length) and copy the class ids to "labels"."""
+    `max_length`, default the tokenizer's model_max_length) and copy the class ids to "labels". `mark_truncated`
+    adds a boolean column `truncated` (which rows were cut)."""
     if text_column not in batch:
         raise ValueError(f"text_column={text_column!r} is not in the batch (columns: {', '.join(batch)}).")
     pair = None
@@ -86,7 +141,10 @@ def classification_features(
             )
         pair = batch[text_pair_column]
     limit = _max_length(tokenizer, max_length)
-    features = dict(tokenizer(batch[text_column], pair, truncation=limit is not None, max_length=limit))
+    encoded = tokenizer(batch[text_column], pair, truncation=limit is not None, max_length=limit)
+    features = dict(encoded)
+    if mark_truncated:
+        features["truncated"] = truncated_rows(encoded, tokenizer, limit, batch[text_column], pair)
     if label_column is not None:
         if label_column not in batch:
             raise ValueError(
@@ -121,9 +179,11 @@ def token_classification_features(
     tags_column: str = "tags",
     max_length: int | None = None,
     label_all_tokens: bool = False,
+    mark_truncated: bool = False,
 ) -> dict[str, list]:
     """For `dataset.map(..., batched=True)` on pre-split words (`tokens_column`, lists of words) with one tag id per
-    word (`tags_column`): tokenize with is_split_into_words and align the tags with `align_word_labels`."""
+    word (`tags_column`): tokenize with is_split_into_words and align the tags with `align_word_labels`.
+    `mark_truncated` adds a boolean column `truncated` (rows cut short: their last words have no label)."""
     for column, option in ((tokens_column, "tokens_column"), (tags_column, "tags_column")):
         if column not in batch:
             raise ValueError(f"{option}={column!r} is not in the batch (columns: {', '.join(batch)}).")
@@ -138,6 +198,9 @@ def token_classification_features(
         align_word_labels(encoded.word_ids(i), tags, label_all_tokens=label_all_tokens)
         for i, tags in enumerate(batch[tags_column])
     ]
+    if mark_truncated:
+        features["truncated"] = truncated_rows(encoded, tokenizer, limit, list(batch[tokens_column]),
+                                               is_split_into_words=True)
     return features
 
 

@@ -44,6 +44,9 @@ from .features import (
     check_labels,
     classification_features,
     image_classification_transform,
+    TRUNCATED_ROWS,
+    report_truncation,
+    take_truncation_counts,
     token_classification_features,
     translation_features,
 )
@@ -186,23 +189,25 @@ def build_features(args, data: TaskData, loaded: LoadedModel, accelerator):
             tokenizer.pad_token = tokenizer.eos_token
         check_tokenizer_matches(tokenizer, config, objective=objective)
         check_sequence_length(config, args.max_length)
+    # Each feature function marks the rows --max_length cut short; they are counted and reported below.
     if args.task == "sequence-classification":
         def features(batch):
-            return classification_features(batch, tokenizer, max_length=args.max_length)
+            return classification_features(batch, tokenizer, max_length=args.max_length, mark_truncated=True)
         collate = PaddingCollator(tokenizer)
     elif args.task == "token-classification":
         def features(batch):
             return token_classification_features(batch, tokenizer, tokens_column="tokens", tags_column="tags",
-                                                 max_length=args.max_length)
+                                                 max_length=args.max_length, mark_truncated=True)
         collate = PaddingCollator(tokenizer)
     elif args.task == "causal-lm":
         def features(batch):
-            encoded = classification_features(batch, tokenizer, label_column=None, max_length=args.max_length)
-            return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
+            encoded = classification_features(batch, tokenizer, label_column=None, max_length=args.max_length,
+                                              mark_truncated=True)
+            return {key: encoded[key] for key in ("input_ids", "attention_mask", "truncated")}
         collate = causal_lm_collator(tokenizer)
     elif args.task == "seq2seq":
         def features(batch):
-            return translation_features(batch, tokenizer, max_length=args.max_length)
+            return translation_features(batch, tokenizer, max_length=args.max_length, mark_truncated=True)
         collate = PaddingCollator(tokenizer)
     else:
         transform = image_classification_transform(loaded.image_processor, num_channels=config.num_channels)
@@ -211,6 +216,11 @@ def build_features(args, data: TaskData, loaded: LoadedModel, accelerator):
     with accelerator.main_process_first():
         splits = {name: corpus[name].map(features, batched=True, remove_columns=corpus[name].column_names,
                                          desc=f"tokenizing {name}") for name in ("train", "validation", "test")}
+    for name, split in splits.items():
+        splits[name], data.truncated[name] = take_truncation_counts(split)
+    if accelerator.is_main_process:
+        report_truncation(data.truncated, {name: len(split) for name, split in splits.items()}, task=args.task,
+                          flag="--max_length", limit=args.max_length)
     return splits["train"], splits["validation"], splits["test"], collate
 
 
@@ -304,7 +314,8 @@ def run_once(args, seed: int, output_dir: Path, accelerator, data: TaskData) -> 
         "examples_seen": result.progress.examples_seen, "best_step": result.progress.best_step,
         "stopped_early": result.progress.stopped_early,
         "validation": _numbers(result.best_metrics or result.final_metrics), "test": _numbers(test_metrics),
-        "majority_baseline": baseline, "train_seconds": round(result.progress.train_seconds, 1),
+        "majority_baseline": baseline, "truncated_examples": data.truncated,
+        "train_seconds": round(result.progress.train_seconds, 1),
         "wall_seconds": round(time.perf_counter() - started, 1),
     }
     # A model sharded with FSDP is gathered on every process (collective); None for an unsharded one.
@@ -346,6 +357,11 @@ def save_outputs(args, loaded: LoadedModel, model, data: TaskData, results: dict
                  for key, value in data.card.items()
                  if key in ("name", "summary", "provenance", "licence", "caveats", "sizes", "label_names", "seed",
                             "max_examples")}
+    cut = [f"{count:,} of {len(data.corpus[name]):,} {name}{TRUNCATED_ROWS[column]}"
+           for name, counts in data.truncated.items() for column, count in counts.items() if count]
+    if cut:
+        data_info["caveats"] = " ".join(filter(None, [data_info.get("caveats"), (
+            f"Truncated at --max_length {args.max_length} tokens: {', '.join(cut)}.")]))
     card = {
         "title": f"{type(card_model).__name__} fine-tuned for {args.task} on {args.dataset}",
         "summary": f"Fine-tuned ({args.mode}) from {loaded.source} with transformer-zoo's fine-tuning recipe "

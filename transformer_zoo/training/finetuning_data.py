@@ -16,6 +16,8 @@ class TaskData:
     corpus: datasets.DatasetDict
     label_names: list[str] | None = None
     card: dict = field(default_factory=dict)
+    # {split: {column: rows cut at --max_length}}, set by finetuning.build_features (features.take_truncation_counts).
+    truncated: dict = field(default_factory=dict)
 
 
 def load_task_data(args) -> TaskData:

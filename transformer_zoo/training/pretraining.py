@@ -47,7 +47,8 @@ from .checkpointing import gather_model_state
 from .corpora import BUILTIN_CORPORA, corpus_card_info, load_corpus
 from .devices import create_accelerator
 from .evaluation import evaluate, make_loss_fn
-from .features import image_classification_transform, translation_features
+from .features import (image_classification_transform, report_truncation, take_truncation_counts,
+                       translation_features)
 from .loop import train
 from .objectives import causal_lm_collator, check_sequence_length, masked_lm_collator, pack_sequences
 from .reporting import count_parameters, format_metrics, hardware_summary
@@ -330,12 +331,18 @@ def build_datasets(args, corpus, tokenizer, config, objective: str, accelerator)
                        tokenizer, noise_density=args.noise_density, mean_span_length=args.mean_span_length)}[objective]()
     elif objective == "translation":
         def features(batch):
-            return translation_features(batch, tokenizer, max_length=args.context_length)
+            return translation_features(batch, tokenizer, max_length=args.context_length, mark_truncated=True)
 
         with accelerator.main_process_first():
             splits = {name: corpus[name].map(features, batched=True, remove_columns=corpus[name].column_names,
                                              desc=f"tokenizing {name}")
                       for name in ("train", "validation", "test")}
+        truncated = {}
+        for name, split in splits.items():
+            splits[name], truncated[name] = take_truncation_counts(split)
+        if accelerator.is_main_process:
+            report_truncation(truncated, {name: len(split) for name, split in splits.items()}, task=None,
+                              flag="--context_length", limit=args.context_length)
         collate = PaddingCollator(tokenizer)
     else:
         size, channels = config.image_size, config.num_channels
