@@ -343,6 +343,39 @@ def test_finetune_says_how_many_examples_max_length_truncated(tmp_path, data_dir
         (tmp_path / "README.md").read_text()
 
 
+def test_finetune_scores_translations_against_the_raw_references(tmp_path, data_dir, monkeypatch):
+    """Not the labels decoded back from token ids: those hold at most --max_length - 1 tokens here, and a tokenizer's
+    round trip is not the reference text sacreBLEU is meant to see."""
+    from transformer_zoo.training import tasks
+
+    seen = []
+
+    def recording_metrics(references=None):
+        seen.append(references)
+        return tasks.translation_metrics(references)
+
+    monkeypatch.setattr(finetuning, "translation_metrics", recording_metrics)
+    summary = _finetune(["--model", "zoo_seq2seq:tiny", "--task", "seq2seq", "--dataset", data_dir / "pairs.jsonl",
+                         "--max_length", 5, "--generation_examples", 6, "--output_dir", tmp_path, *FAST])
+    targets = {json.loads(line)["target"] for line in (data_dir / "pairs.jsonl").read_text().splitlines()}
+    [references] = seen
+    assert len(references) == 6 and set(references) <= targets
+    assert max(len(reference.split()) for reference in references) > 4  # longer than any truncated label
+    assert {"bleu", "chrf"} <= set(summary["runs"][0]["test"])
+
+
+def test_translation_metrics_prefer_the_given_references():
+    from transformer_zoo.training.tasks import translation_metrics
+
+    outputs = {"predictions": ["the cat sat on the mat", "a dog ran in the park"],
+               "references": ["the cat sat", "a dog ran"]}
+    raw = translation_metrics(["the cat sat on the mat", "a dog ran in the park"])(outputs)
+    assert raw["bleu"] == pytest.approx(100.0) and raw["chrf"] == pytest.approx(100.0)
+    assert translation_metrics()(outputs)["bleu"] < 100.0  # the decoded labels, when no references are given
+    with pytest.raises(ValueError, match="1 references for 2 translations"):
+        translation_metrics(["the cat sat on the mat"])(outputs)
+
+
 def test_finetune_converts_a_transformers_checkpoint_on_the_fly(tmp_path, data_dir):
     from transformers import BertConfig, BertModel
 

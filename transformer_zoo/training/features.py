@@ -100,8 +100,8 @@ TRUNCATION_EFFECTS = {
     "token-classification": "their last words are neither trained on nor scored by seqeval",
     "causal-lm": "the text past the limit is not trained on or scored",
     "truncated_source": "the model sees only their first tokens",
-    "truncated_target": "the model learns to end its output there, and BLEU and chrF compare with the truncated "
-                        "references",
+    "truncated_target": "the model learns to end its output there (BLEU and chrF compare with the whole "
+                        "references)",
 }
 TRUNCATED_ROWS = {"truncated": " examples", "truncated_source": " sources", "truncated_target": " targets"}
 

@@ -262,11 +262,12 @@ def run_once(args, seed: int, output_dir: Path, accelerator, data: TaskData) -> 
         predict = compute = None
     batch_size = args.eval_batch_size or args.per_device_batch_size
 
-    def make_eval(dataset, *, generate=False):
-        step, metrics = predict, compute
+    def make_eval(dataset, *, references=None):
+        """references: the raw target texts of `dataset`'s rows, to score generated translations against."""
+        step, metrics, generate = predict, compute, references is not None
         if generate:
             step = generation_predict_step(loaded.tokenizer, max_new_tokens=args.max_length, num_beams=args.num_beams)
-            metrics = translation_metrics()
+            metrics = translation_metrics(references)
 
         def eval_fn(model):
             return evaluate(model, dataset, collate, accelerator=accelerator, batch_size=batch_size,
@@ -302,8 +303,10 @@ def run_once(args, seed: int, output_dir: Path, accelerator, data: TaskData) -> 
     model = result.model
     test_metrics = make_eval(test_set)(model)
     if task == "seq2seq" and args.generation_examples > 0:
-        subset = test_set.select(range(min(args.generation_examples, len(test_set))))
-        test_metrics.update(make_eval(subset, generate=True)(model))
+        # The tokenized test set keeps the raw split's rows in order: its first rows' targets are the references.
+        rows = range(min(args.generation_examples, len(test_set)))
+        test_metrics.update(make_eval(test_set.select(rows),
+                                      references=list(data.corpus["test"].select(rows)["target"]))(model))
     baseline = None
     if task in ("sequence-classification", "image-classification"):
         baseline = majority_baseline(label_column_values(data, "train"), label_column_values(data, "test"))

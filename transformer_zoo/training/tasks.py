@@ -172,16 +172,22 @@ def seqeval_metrics(label_names: Sequence[str]) -> Callable[[dict], dict]:
     return compute
 
 
-def translation_metrics() -> Callable[[dict], dict]:
-    """sacreBLEU and chrF on detokenized strings."""
+def translation_metrics(references: list[str] | None = None) -> Callable[[dict], dict]:
+    """sacreBLEU and chrF of the detokenized predictions against `references`, the raw target texts in dataset order
+    (as sacreBLEU is meant to be used: scores against labels decoded back from token ids depend on the tokenizer's
+    round trip, and on --max_length where it cut the targets); without them, against the decoded labels."""
     from ..metrics import load_metric
 
     bleu, chrf = load_metric("sacrebleu"), load_metric("chrf")
 
     def compute(outputs: dict) -> dict:
-        predictions, references = outputs["predictions"], outputs["references"]
-        return {"bleu": float(bleu.compute(predictions=predictions, references=references)["score"]),
-                "chrf": float(chrf.compute(predictions=predictions, references=references)["score"])}
+        predictions = outputs["predictions"]
+        if references is not None and len(references) != len(predictions):
+            raise ValueError(f"{len(references)} references for {len(predictions)} translations: pass the raw "
+                             "targets of exactly the evaluated examples, in their order.")
+        references_used = references if references is not None else outputs["references"]
+        return {"bleu": float(bleu.compute(predictions=predictions, references=references_used)["score"]),
+                "chrf": float(chrf.compute(predictions=predictions, references=references_used)["score"])}
 
     compute.names = ("bleu", "chrf")
     return compute
