@@ -41,10 +41,10 @@ from .corpora import BUILTIN_CORPORA
 from .devices import create_accelerator
 from .evaluation import evaluate, make_loss_fn
 from .features import (
+    TRUNCATED_ROWS,
     check_labels,
     classification_features,
     image_classification_transform,
-    TRUNCATED_ROWS,
     report_truncation,
     take_truncation_counts,
     token_classification_features,
