@@ -329,8 +329,9 @@ def test_finetune_says_how_many_examples_max_length_truncated(tmp_path, data_dir
     model = "zoo_encoder:tiny" if task == "sequence-classification" else "zoo_seq2seq:tiny"
     with CaptureLogger(features.logger) as logged:
         summary = _finetune(["--model", model, "--task", task, "--dataset", data_dir / dataset, *columns,
-                             "--max_length", 5, "--output_dir", tmp_path, *FAST])
+                             "--max_length", 5, "--seeds", "1,2", "--output_dir", tmp_path, *FAST])
     truncated = summary["runs"][0]["truncated_examples"]
+    assert summary["runs"][1]["truncated_examples"] == truncated
     columns = {"examples": "truncated", "sources": "truncated_source", "targets": "truncated_target"}
     err = logged.out
     for split in ("train", "validation", "test"):
@@ -339,8 +340,9 @@ def test_finetune_says_how_many_examples_max_length_truncated(tmp_path, data_dir
             assert count > 0
             assert re.search(rf"{count:,} of \d+ {split} {row} \([\d.]+%\) are longer than --max_length 5 tokens and "
                              rf"were truncated: .*\. Raise --max_length to keep them whole\.", err)
+    assert err.count("are longer than --max_length 5 tokens") == 3 * len(rows)  # once, not once per seed
     assert f"Truncated at --max_length 5 tokens: {truncated['train'][columns[rows[0]]]:,} of " in \
-        (tmp_path / "README.md").read_text()
+        (tmp_path / "seed-2" / "README.md").read_text()
 
 
 def test_finetune_scores_translations_against_the_raw_references(tmp_path, data_dir, monkeypatch):
