@@ -496,7 +496,8 @@ def test_lora_targets_and_frozen_mode_are_checked_before_the_data_is_read(tmp_pa
            f"--lora_target_modules value: no module of the model has that name, so no adapter would train there; "
            f"{names}.")
     _fails(capsys, finetuning.main, ["--model", "encoder:tiny", "--lora_target_modules", "query,value", *out],
-           "No modules were targeted for adaptation")
+           f"--lora_target_modules query,value: no module of the model has that name, so no adapter would train "
+           f"there; {names}.")
     _fails(capsys, finetuning.main, ["--model", "encoder:tiny", "--lora_target_modules", "mlp", *out],
            "Target module ZooMLP(")
     _fails(capsys, finetuning.main, ["--model", "decoder:tiny", "--task", "causal-lm", "--mode", "frozen", *out],
@@ -510,16 +511,17 @@ def test_lora_targets_and_frozen_mode_are_checked_before_the_data_is_read(tmp_pa
     assert not (tmp_path / "out").exists()
 
 
-def test_every_listed_lora_target_must_match(tmp_path):
+def test_every_listed_lora_target_must_match():
     """The library check the recipes use: each name alone, by PEFT's own matching (a full key or a dotted suffix)."""
-    from peft import LoraConfig, get_peft_model
+    from transformer_zoo.peft_defaults import check_target_modules, unmatched_target_modules
 
-    from transformer_zoo.peft_defaults import unmatched_target_modules
-
-    model = get_peft_model(ZooEncoderForSequenceClassification(ZooEncoderConfig.from_preset("tiny")),
-                           LoraConfig(target_modules=["q_proj", "layers.0.self_attn.v_proj"]))
-    assert unmatched_target_modules(model.targeted_module_names, ["q_proj", "layers.0.self_attn.v_proj"]) == []
-    assert unmatched_target_modules(model.targeted_module_names, ["q_proj", "value", "proj"]) == ["value", "proj"]
+    model = ZooEncoderForSequenceClassification(ZooEncoderConfig.from_preset("tiny"))
+    assert unmatched_target_modules(model, ["q_proj", "layers.0.self_attn.v_proj"]) == []
+    assert unmatched_target_modules(model, ["q_proj", "value", "proj"]) == ["value", "proj"]
+    with pytest.raises(ValueError, match=r"^--targets value,proj: no module of the model has that name, so no "
+                                         r"adapter would train there; the model's linear layers are named "
+                                         r"classifier, dense, down_proj, k_proj, o_proj, q_proj, up_proj, v_proj\.$"):
+        check_target_modules(model, ["q_proj", "value", "proj"], flag="--targets")
 
 
 def test_repeated_or_negative_seeds_are_refused(tmp_path, data_dir, capsys):

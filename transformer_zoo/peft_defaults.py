@@ -47,16 +47,32 @@ def register_peft_defaults() -> list[str]:
     return registered
 
 
-def unmatched_target_modules(targeted_module_names, target_modules) -> list[str]:
-    """The names in `target_modules` (a list, as `LoraConfig(target_modules=[...])` takes it) that match none of
-    `targeted_module_names` (a PEFT model's `targeted_module_names`), by PEFT's own rule for each name alone.
+def linear_layer_names(model) -> list[str]:
+    """The last name component of every nn.Linear in `model`, sorted: what a LoRA target list usually names."""
+    from torch import nn
+
+    return sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules() if isinstance(module, nn.Linear)})
+
+
+def unmatched_target_modules(model, target_modules) -> list[str]:
+    """The names in `target_modules` (a list, as `LoraConfig(target_modules=[...])` takes it) that match no module
+    of `model` (not yet wrapped by PEFT), by PEFT's own rule for each name alone.
 
     PEFT adapts every module that matches any listed name and raises only when none matches, so a list with one
     wrong name (`q_proj,value` on a model whose projections are q_proj and v_proj) trains without the adapters the
-    user asked for, silently. A recipe refuses such a list with this."""
+    user asked for, silently."""
     from peft import LoraConfig
     from peft.tuners.tuners_utils import check_target_module_exists
 
+    keys = [name for name, _ in model.named_modules()]
     return [name for name in target_modules
-            if not any(check_target_module_exists(LoraConfig(target_modules=[name]), key)
-                       for key in targeted_module_names)]
+            if not any(check_target_module_exists(LoraConfig(target_modules=[name]), key) for key in keys)]
+
+
+def check_target_modules(model, target_modules, *, flag: str = "target_modules") -> None:
+    """ValueError naming the `target_modules` entries that match no module of `model` (unmatched_target_modules),
+    with the model's linear layer names; `flag` is how the caller's user spells the setting."""
+    unmatched = unmatched_target_modules(model, target_modules)
+    if unmatched:
+        raise ValueError(f"{flag} {','.join(unmatched)}: no module of the model has that name, so no adapter would "
+                         f"train there; the model's linear layers are named {', '.join(linear_layer_names(model))}.")

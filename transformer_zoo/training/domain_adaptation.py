@@ -33,7 +33,7 @@ from transformers.utils import logging as hf_logging
 
 from .. import ZooEncoderForMaskedLM
 from ..modeling_zoo_dropout import set_dropout_sampler
-from ..peft_defaults import unmatched_target_modules
+from ..peft_defaults import check_target_modules
 from ..text.tokenizer_stats import save_statistics, statistics_table, tokenizer_statistics
 from .adaptation_data import (  # noqa: F401  (UrduData, EnglishData, sentences_dataset: re-exported)
     EnglishData,
@@ -147,17 +147,6 @@ def fit_new_head(args, model, train_set, collate, accelerator, output_dir: Path,
         parameter.requires_grad_(flags[name])
 
 
-def check_lora_targets(model, targets: list[str]) -> None:
-    """Refuse --lora_target_modules names that match no module of `model` (by PEFT's rule for each name alone):
-    PEFT itself adapts whatever the other names match and says nothing of the rest."""
-    unmatched = unmatched_target_modules([name for name, _ in model.named_modules()], targets)
-    if unmatched:
-        linear = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
-                         if isinstance(module, nn.Linear)})
-        raise ValueError(f"--lora_target_modules {','.join(unmatched)}: no module of the model has that name, so no "
-                         f"adapter would train there; the model's linear layers are named {', '.join(linear)}.")
-
-
 def apply_lora(args, model, new_token_ids: list[int], new_head: bool):
     from peft import LoraConfig, get_peft_model
 
@@ -240,7 +229,7 @@ def run(args) -> dict:
     # 1. data ------------------------------------------------------------------------------------------------
     lm = load_language_model(args.model, args.gguf_file)  # first: a wrong --model fails before the data loads
     if args.mode == "lora" and args.lora_target_modules:
-        check_lora_targets(lm.model, args.lora_target_modules)
+        check_target_modules(lm.model, args.lora_target_modules, flag="--lora_target_modules")
     if args.dropout_sampler is not None:
         set_dropout_sampler(lm.model, args.dropout_sampler)
     with accelerator.main_process_first():

@@ -29,7 +29,7 @@ from .. import (
 from ..conversion_tables import zoo_config_for
 from ..convert import SOURCE_FAMILIES, convert_model, load_source_model
 from ..modeling_zoo_dropout import set_dropout_sampler
-from ..peft_defaults import unmatched_target_modules
+from ..peft_defaults import check_target_modules, linear_layer_names
 from .finetuning_data import TaskData
 from .objectives import BOUNDED_POSITION_TYPES, check_sequence_length
 from .tokenization import check_tokenizer_source, load_tokenizer, train_tokenizer
@@ -325,20 +325,15 @@ def apply_mode(args, model):
         target_modules="all-linear" if targets == ["all-linear"] else targets,
         modules_to_save=heads or None, task_type=PEFT_TASK_TYPES[args.task],
     )
-    # Named before PEFT wraps them in place, for the messages below.
-    linear_names = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
-                           if isinstance(module, torch.nn.Linear)})
-    hint = f"the model's linear layers are named {', '.join(linear_names)}"
+    if targets != ["all-linear"]:
+        check_target_modules(model, targets, flag="--lora_target_modules")
+    hint = f"the model's linear layers are named {', '.join(linear_layer_names(model))}"  # before PEFT wraps them
     try:
         peft_model = get_peft_model(model, lora)
     except ValueError as error:
         reason = " ".join(str(error).split())  # PEFT's message spans lines (it prints the module)
         raise ValueError(f"--lora_target_modules {','.join(targets)}: LoRA could not be applied ({reason}); "
                          f"{hint}.") from error
-    unmatched = [] if targets == ["all-linear"] else unmatched_target_modules(peft_model.targeted_module_names, targets)
-    if unmatched:
-        raise ValueError(f"--lora_target_modules {','.join(unmatched)}: no module of the model has that name, so no "
-                         f"adapter would train there; {hint}.")
     # PEFT's adapter dropout is a plain nn.Dropout: it draws its masks as the model's own dropout does.
     set_dropout_sampler(peft_model, model.config.dropout_sampler)
     return peft_model
