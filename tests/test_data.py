@@ -574,8 +574,8 @@ def test_features_mark_the_rows_max_length_cut(wordpiece, bpe):
     cut = by_words(texts, truncation=True, max_length=2)
     assert cut.encodings is None and truncated_rows(cut, by_words, 2, texts) == [True, False, False]
     dataset = Dataset.from_dict({"input_ids": [[1], [2]], "truncated": [True, False]})
-    kept, counts = take_truncation_counts(dataset)
-    assert kept.column_names == ["input_ids"] and counts == {"truncated": 1}
+    kept, counts = take_truncation_counts({"train": dataset})
+    assert kept["train"].column_names == ["input_ids"] and counts == {"train": {"truncated": 1}}
 
 
 def test_image_classification_transform_feeds_vit():

@@ -87,11 +87,15 @@ def truncated_rows(encoded, tokenizer, limit: int | None, texts, pair=None, **kw
 TRUNCATION_COLUMNS = ("truncated", "truncated_source", "truncated_target")
 
 
-def take_truncation_counts(dataset) -> tuple[object, dict[str, int]]:
-    """(`dataset` without the columns the feature functions' `mark_truncated` added, {column: rows cut})."""
-    columns = [column for column in TRUNCATION_COLUMNS if column in dataset.column_names]
-    counts = {column: int(sum(dataset[column])) for column in columns}
-    return (dataset.remove_columns(columns) if columns else dataset), counts
+def take_truncation_counts(splits: dict) -> tuple[dict, dict[str, dict[str, int]]]:
+    """({split: dataset without the columns the feature functions' `mark_truncated` added},
+    {split: {column: rows cut}})."""
+    kept, counts = {}, {}
+    for name, dataset in splits.items():
+        columns = [column for column in TRUNCATION_COLUMNS if column in dataset.column_names]
+        counts[name] = {column: int(sum(dataset[column])) for column in columns}
+        kept[name] = dataset.remove_columns(columns) if columns else dataset
+    return kept, counts
 
 
 # What truncation means, by task (or by side, for a translation's two).

@@ -217,8 +217,7 @@ def build_features(args, data: TaskData, loaded: LoadedModel, accelerator):
         splits = {name: corpus[name].map(features, batched=True, remove_columns=corpus[name].column_names,
                                          desc=f"tokenizing {name}") for name in ("train", "validation", "test")}
     first_tokenization = not data.truncated  # --seeds tokenizes once per seed; the counts are said once
-    for name, split in splits.items():
-        splits[name], data.truncated[name] = take_truncation_counts(split)
+    splits, data.truncated = take_truncation_counts(splits)
     if accelerator.is_main_process and first_tokenization:
         report_truncation(data.truncated, {name: len(split) for name, split in splits.items()}, task=args.task,
                           flag="--max_length", limit=args.max_length)

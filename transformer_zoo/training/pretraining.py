@@ -337,9 +337,7 @@ def build_datasets(args, corpus, tokenizer, config, objective: str, accelerator)
             splits = {name: corpus[name].map(features, batched=True, remove_columns=corpus[name].column_names,
                                              desc=f"tokenizing {name}")
                       for name in ("train", "validation", "test")}
-        truncated = {}
-        for name, split in splits.items():
-            splits[name], truncated[name] = take_truncation_counts(split)
+        splits, truncated = take_truncation_counts(splits)
         if accelerator.is_main_process:
             report_truncation(truncated, {name: len(split) for name, split in splits.items()}, task=None,
                               flag="--context_length", limit=args.context_length)
