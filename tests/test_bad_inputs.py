@@ -69,16 +69,12 @@ CASES = [
      "num_channels must be positive"),
     ("num_labels 0", lambda: tz.ZooEncoderConfig.from_preset("tiny", num_labels=0), CONFIG_ERRORS,
      "num_labels must be >= 1"),
-    ("pad id beyond vocabulary", lambda: tz.ZooDecoderConfig.from_preset("tiny", pad_token_id=1000), CONFIG_ERRORS,
-     r"pad_token_id=1000 is outside the vocabulary \(ids 0..999\)"),
     ("negative initializer_range", lambda: tz.ZooEncoderConfig.from_preset("tiny", initializer_range=-0.1),
      CONFIG_ERRORS, "initializer_range must be >= 0"),
     ("dropout 1.0", lambda: tz.ZooEncoderConfig.from_preset("tiny", hidden_dropout=1.0), CONFIG_ERRORS,
      r"hidden_dropout must be in \[0, 1\)"),
     ("resize to no tokens", lambda: decoder().resize_token_embeddings(0), ValueError,
      r"resize_token_embeddings\(0\): the new vocabulary must be a positive number of tokens"),
-    ("resize past a special token", lambda: seq2seq().resize_token_embeddings(2), ValueError,
-     r"eos_token_id=2 would fall outside the new vocabulary \(ids 0..1\). Keep at least 3 tokens"),
     # ---- model inputs
     ("3-D input_ids", lambda: decoder()(input_ids=IDS[None]), ValueError, r"input_ids must be 2-D \[batch, sequence\]"),
     ("1-D input_ids", lambda: decoder()(input_ids=IDS[0]), ValueError, r"For one sequence use ids.unsqueeze\(0\)"),
@@ -466,7 +462,7 @@ def test_folder_of_another_family_is_refused(tmp_path):
 
 
 def test_missing_folder_is_named(tmp_path):
-    with pytest.raises(OSError, match=re.escape(str(tmp_path / "nothing-here"))):
+    with pytest.raises(OSError, match="No such folder: " + re.escape(str(tmp_path / "nothing-here"))):
         tz.ZooDecoderForCausalLM.from_pretrained(tmp_path / "nothing-here")
 
 

@@ -17,6 +17,10 @@ from typing import Any, ClassVar
 from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
 from transformers.activations import ACT2FN
+from transformers.utils import logging
+
+
+logger = logging.get_logger(__name__)
 
 
 # Position schemes a token model may use. "relative" is the T5-style bucketed bias (Raffel et al. 2020), "alibi"
@@ -511,8 +515,28 @@ class ZooTextConfig(ZooConfig):
     def validate_vocabulary(self):
         if self.vocab_size < 1:
             raise ValueError(f"vocab_size must be positive, got {self.vocab_size}.")
+
+    def validate_token_ids(self):
+        """Special token ids outside the vocabulary warn, as transformers' own configs do, and are not refused:
+        transformers builds, trains and saves such models (`GPT2Config(vocab_size=8192)` keeps GPT-2's 50256, and
+        Hub configs hold `pad_token_id=-1`). An id only matters once it reaches the model as an input, and the model
+        checks its inputs when they arrive. This replaces transformers' own warning with one that says when it
+        bites."""
         for name, token_id in self.special_token_ids():
             if not 0 <= token_id < self.vocab_size:
-                raise ValueError(
-                    f"{name}={getattr(self, name)} is outside the vocabulary (ids 0..{self.vocab_size - 1}); use an "
-                    f"id below vocab_size={self.vocab_size}, or None.")
+                logger.warning_once(
+                    f"{name}={token_id} is not a token of the vocabulary (ids 0..{self.vocab_size - 1}). The model "
+                    f"builds, trains and saves; {OUT_OF_VOCABULARY_CONSEQUENCES[name]} Set {name} to an id below "
+                    f"vocab_size={self.vocab_size} (or None) before using it.")
+
+
+# What a special token id outside the vocabulary breaks, and when (ZooTextConfig.validate_token_ids).
+OUT_OF_VOCABULARY_CONSEQUENCES = {
+    "pad_token_id": "padding with it is refused when it reaches the model (a padded batch, generate() padding rows "
+                    "that have finished), and no embedding row is kept at zero for padding.",
+    "bos_token_id": "a prompt or batch holding it is refused when it reaches the model.",
+    "eos_token_id": "generate() never stops on it (the model cannot produce it) and runs to max_new_tokens, and an "
+                    "input holding it is refused when it reaches the model.",
+    "decoder_start_token_id": "generate() and labels-derived decoder inputs start with it and are refused when it "
+                              "reaches the decoder.",
+}

@@ -5,10 +5,12 @@ all).
 This file is copied into saved checkpoints for `trust_remote_code`: it imports siblings only as `from .x import y`.
 """
 
+import inspect
 import operator
 
 import torch
 from torch import nn
+from transformers.loss.loss_utils import LOSS_MAPPING, fixed_cross_entropy
 from transformers.utils import TransformersKwargs, logging
 
 
@@ -265,9 +267,10 @@ def check_span_positions(start_positions, end_positions, batch_size: int) -> Non
 
 
 def check_new_vocabulary_size(config, new_num_tokens, pad_to_multiple_of=None) -> None:
-    """`resize_token_embeddings(new_num_tokens, pad_to_multiple_of)`: a positive number of tokens that keeps every
-    special token id of the config inside the vocabulary (transformers would resize to anything, 0 included, and
-    leave the config naming ids the embedding no longer has)."""
+    """`resize_token_embeddings(new_num_tokens, pad_to_multiple_of)`: a positive number of tokens (transformers
+    would resize to 0, a model no input can reach). A special token id the new size leaves outside the vocabulary
+    is warned about, not refused, as transformers does: it only matters once it reaches the model as an input,
+    and the inputs are checked then."""
     if new_num_tokens is None:
         return
     try:
@@ -281,16 +284,59 @@ def check_new_vocabulary_size(config, new_num_tokens, pad_to_multiple_of=None) -
         size = -(-size // pad_to_multiple_of) * pad_to_multiple_of
     special_token_ids = getattr(config, "special_token_ids", None)  # text configs; a ViT has no token ids
     for name, token_id in special_token_ids() if special_token_ids else ():
-        if token_id >= size:
-            raise ValueError(
-                f"resize_token_embeddings({new_num_tokens}): {name}={token_id} would fall outside the new vocabulary "
-                f"(ids 0..{size - 1}). Keep at least {token_id + 1} tokens, or set the config's {name} to a token the "
-                "new vocabulary has first.")
+        if 0 <= token_id < config.vocab_size and token_id >= size:
+            logger.warning(
+                f"resize_token_embeddings({new_num_tokens}): {name}={token_id} falls outside the new vocabulary "
+                f"(ids 0..{size - 1}); an input holding it will be refused. Keep at least {token_id + 1} tokens, or "
+                f"set the config's {name} to a token the new vocabulary has.")
+
+
+def _transformers_loss_keywords() -> frozenset:
+    """The optional keywords transformers' token losses read: a transformers head passes its **kwargs on to
+    `self.loss_function` (LlamaForCausalLM), so Trainer and context-parallel set-ups pass them to the model
+    (`shift_labels`, `ignore_index`, `num_items_in_batch`). Read from transformers' own loss functions, so a
+    keyword a later version adds is known without a change here."""
+    names = set()
+    for loss in (LOSS_MAPPING["ForCausalLM"], LOSS_MAPPING["ForMaskedLM"], fixed_cross_entropy):
+        for parameter in inspect.signature(loss).parameters.values():
+            if parameter.default is not parameter.empty and parameter.kind is not parameter.VAR_KEYWORD:
+                names.add(parameter.name)
+    return frozenset(names)
 
 
 # Keywords a zoo forward passes on to the stack besides its own parameters: transformers' TransformersKwargs
 # (output flags, num_items_in_batch for the loss, FlashAttention's packed-sequence lengths, ...).
 ACCEPTED_FORWARD_KWARGS = frozenset(TransformersKwargs.__annotations__)
+# Keywords only a head's loss reads (taken off by take_loss_keywords before the stack sees the rest).
+LOSS_KEYWORDS = _transformers_loss_keywords() - ACCEPTED_FORWARD_KWARGS
+
+
+def take_loss_keywords(module: nn.Module, labels, kwargs: dict, *, shifts_labels: bool = False):
+    """Takes transformers' loss keywords (LOSS_KEYWORDS) out of a head's **kwargs and applies them to its labels,
+    as transformers' losses do. Returns (labels, shift): the targets the loss reads and whether the loss still
+    shifts them by one (causal LM heads, `shifts_labels=True`).
+
+    - `ignore_index`: targets holding it are left out of the loss (the zoo's losses and checks then see -100).
+    - `shift_labels`: targets already aligned with the logits (context parallelism shifts before sharding); a
+      causal LM head reads them instead of shifting `labels`, and computes the loss from them alone. Heads whose
+      labels are aligned already have no use for them: they are named in a warning, not dropped silently.
+    """
+    ignore_index = kwargs.pop("ignore_index", None)
+    shift_labels = kwargs.pop("shift_labels", None)
+    shift = shifts_labels
+    if shift_labels is not None:
+        if shifts_labels:
+            labels, shift = shift_labels, False
+        else:
+            logger.warning_once(f"{type(module).__name__} ignores shift_labels: its labels are aligned with its "
+                                "logits already (only causal language-model heads shift). Pass the targets as labels.")
+    if ignore_index is not None and ignore_index != -100:
+        if labels is None:
+            logger.warning_once(f"{type(module).__name__} ignores ignore_index={ignore_index}: it applies to labels, "
+                                "and none were given.")
+        elif isinstance(labels, torch.Tensor) and not labels.is_floating_point():
+            labels = labels.masked_fill(labels == ignore_index, -100)
+    return labels, shift
 
 
 def reject_unknown_kwargs(module: nn.Module, kwargs: dict) -> None:
@@ -298,7 +344,11 @@ def reject_unknown_kwargs(module: nn.Module, kwargs: dict) -> None:
     this check a misspelt or outdated argument (`past_key_value=`, `head_mask=`) would vanish without a trace."""
     unknown = sorted(set(kwargs) - ACCEPTED_FORWARD_KWARGS)
     if unknown:
+        loss_only = sorted(set(unknown) & LOSS_KEYWORDS)
+        hint = (f" {', '.join(map(repr, loss_only))} {'means' if len(loss_only) == 1 else 'mean'} something only to a loss: pass them with labels to a model "
+                "with a head (e.g. ...ForCausalLM)." if loss_only else "")
         raise TypeError(
-            f"{type(module).__name__}.forward() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}. "
-            f"Besides its named parameters it accepts {', '.join(sorted(ACCEPTED_FORWARD_KWARGS))}."
+            f"{type(module).__name__}.forward() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}."
+            f"{hint} Besides its named parameters it accepts {', '.join(sorted(ACCEPTED_FORWARD_KWARGS))}, and a "
+            f"head with labels also {', '.join(sorted(LOSS_KEYWORDS))}."
         )

@@ -19,7 +19,13 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_decoder import ZooDecoderConfig
-from .modeling_zoo_checks import check_classification_labels, check_labels, padding_target_id, values_are_checkable
+from .modeling_zoo_checks import (
+    check_classification_labels,
+    check_labels,
+    padding_target_id,
+    take_loss_keywords,
+    values_are_checkable,
+)
 from .modeling_zoo_generation import ZooGenerationMixin
 from .modeling_zoo_layers import ZooAttention, ZooBlock, ZooPreTrainedModel, plain_linears
 from .modeling_zoo_stack import ZooStackMixin, accepts_past_key_values, build_token_embedding
@@ -101,6 +107,7 @@ class ZooDecoderForCausalLM(ZooDecoderPreTrainedModel, ZooGenerationMixin):
         logits_to_keep: int | torch.Tensor = 0,
         **kwargs,
     ) -> CausalLMOutputWithPast:
+        labels, shift = take_loss_keywords(self, labels, kwargs, shifts_labels=True)
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -113,13 +120,13 @@ class ZooDecoderForCausalLM(ZooDecoderPreTrainedModel, ZooGenerationMixin):
         loss = logits = None
         if labels is not None:
             check_labels(labels, shape=outputs.last_hidden_state.shape[:2], num_classes=self.config.vocab_size,
-                         num_items_in_batch=kwargs.get("num_items_in_batch"), shifted=True,
+                         num_items_in_batch=kwargs.get("num_items_in_batch"), shifted=shift,
                          padding_id=padding_target_id(self.config))
         chunked = labels is not None and self.config.loss_chunk_size and type(self.lm_head) is nn.Linear
         if chunked:
             # Opt-in (config.loss_chunk_size): the loss without the full logits, which are then not returned.
             loss = chunked_causal_lm_loss(outputs.last_hidden_state, self.lm_head.weight, labels,
-                                          self.config.loss_chunk_size, kwargs.get("num_items_in_batch"))
+                                          self.config.loss_chunk_size, kwargs.get("num_items_in_batch"), shift=shift)
         else:
             logits, loss_logits = self.vocabulary_projection(
                 slice_logits_to_keep(outputs.last_hidden_state, logits_to_keep))
@@ -128,10 +135,10 @@ class ZooDecoderForCausalLM(ZooDecoderPreTrainedModel, ZooGenerationMixin):
             # at most half the positions have a target (a masked prompt, padding), the backward runs over those only.
             if isinstance(logits_to_keep, int) and logits_to_keep == 0:
                 loss = loss_over_labelled_rows(outputs.last_hidden_state, loss_logits, labels, self.lm_head,
-                                               head_is_plain=plain_linears([self.lm_head]), shift=True,
+                                               head_is_plain=plain_linears([self.lm_head]), shift=shift,
                                                num_items_in_batch=kwargs.get("num_items_in_batch"))
             else:
-                loss = token_cross_entropy(loss_logits, labels, kwargs.get("num_items_in_batch"), shift=True)
+                loss = token_cross_entropy(loss_logits, labels, kwargs.get("num_items_in_batch"), shift=shift)
         return CausalLMOutputWithPast(
             loss=loss,
             logits=logits,
@@ -169,6 +176,7 @@ class ZooDecoderForSequenceClassification(ZooDecoderPreTrainedModel):
         use_cache: bool | None = None,
         **kwargs,
     ) -> SequenceClassifierOutputWithPast:
+        labels, _ = take_loss_keywords(self, labels, kwargs)
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,

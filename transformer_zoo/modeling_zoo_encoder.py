@@ -17,7 +17,13 @@ from transformers.utils import can_return_tuple
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_encoder import ZooEncoderConfig
-from .modeling_zoo_checks import check_classification_labels, check_labels, check_span_positions, check_token_ids
+from .modeling_zoo_checks import (
+    check_classification_labels,
+    check_labels,
+    check_span_positions,
+    check_token_ids,
+    take_loss_keywords,
+)
 from .modeling_zoo_layers import (
     ZooAttention,
     ZooBlock,
@@ -147,6 +153,7 @@ class ZooEncoderForMaskedLM(ZooEncoderPreTrainedModel):
         labels: torch.LongTensor | None = None,
         **kwargs,
     ) -> MaskedLMOutput:
+        labels, _ = take_loss_keywords(self, labels, kwargs)
         outputs = self.model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         hidden = outputs.last_hidden_state
         loss = None
@@ -191,6 +198,7 @@ class ZooEncoderForSequenceClassification(ZooEncoderPreTrainedModel):
         self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
         labels: torch.LongTensor | None = None, **kwargs,
     ) -> SequenceClassifierOutput:
+        labels, _ = take_loss_keywords(self, labels, kwargs)
         # The head reads the pooled first position only: the last layer computes that row alone (run_stack).
         outputs = self.model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
                              leading_positions=leading_positions_read(self.config, kwargs, 1), **kwargs)
@@ -219,6 +227,7 @@ class ZooEncoderForTokenClassification(ZooEncoderPreTrainedModel):
         self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
         labels: torch.LongTensor | None = None, **kwargs,
     ) -> TokenClassifierOutput:
+        labels, _ = take_loss_keywords(self, labels, kwargs)
         outputs = self.model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
         loss = None
@@ -246,6 +255,7 @@ class ZooEncoderForQuestionAnswering(ZooEncoderPreTrainedModel):
         self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
         start_positions: torch.LongTensor | None = None, end_positions: torch.LongTensor | None = None, **kwargs,
     ) -> QuestionAnsweringModelOutput:
+        take_loss_keywords(self, None, kwargs)  # the span loss ignores positions past the sequence, not an index
         outputs = self.model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).split(1, dim=-1)
         start_logits, end_logits = start_logits.squeeze(-1).contiguous(), end_logits.squeeze(-1).contiguous()

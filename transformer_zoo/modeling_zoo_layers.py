@@ -27,6 +27,8 @@ import os
 from collections.abc import Callable
 
 import torch
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
 from safetensors import SafetensorError
 from torch import nn
 from transformers import PreTrainedModel
@@ -375,9 +377,16 @@ class ZooPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
-        """transformers' from_pretrained, with two failures made clear: a folder of another family (transformers
-        only warns, then builds this class from a foreign config) and a damaged weights file."""
+        """transformers' from_pretrained, with three failures made clear: a local folder that does not exist
+        (transformers reads it as a malformed Hub id), a folder of another family (transformers only warns, then
+        builds this class from a foreign config) and a damaged weights file. `None` with `config=` and
+        `state_dict=` (a model from weights in memory, no folder) is transformers' call, passed on as it is."""
+        if pretrained_model_name_or_path is None:
+            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         folder = os.fspath(pretrained_model_name_or_path)
+        if not os.path.exists(folder) and not is_hub_model_id(pretrained_model_name_or_path):
+            raise OSError(f"No such folder: {folder}. Give the folder a model was saved to (save_pretrained or a "
+                          "recipe's --output_dir), or a Hub id such as 'org/name'.")
         config_file = os.path.join(folder, "config.json")
         if kwargs.get("config") is None and not kwargs.get("subfolder") and os.path.isfile(config_file):
             with open(config_file, encoding="utf-8") as handle:
@@ -394,6 +403,18 @@ class ZooPreTrainedModel(PreTrainedModel):
             raise OSError(
                 f"The weights in {folder} are damaged ({error}): the safetensors file is truncated or corrupt, e.g. "
                 "from an interrupted copy or download. Copy or download it again, or re-save the model.") from None
+
+
+def is_hub_model_id(name) -> bool:
+    """Whether `name` could name a Hub repository ('org/name' or 'name'); a path object or a string that is no
+    valid repository id (absolute, './x', 'a/b/c') can only mean a local folder."""
+    if not isinstance(name, str):
+        return False
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
 
 
 class ZooPooler(nn.Module):

@@ -185,10 +185,13 @@ class ChunkedLinearCrossEntropy(torch.autograd.Function):
 
 
 def chunked_causal_lm_loss(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, chunk_size: int,
-                           num_items_in_batch=None) -> torch.Tensor:
+                           num_items_in_batch=None, *, shift: bool = True) -> torch.Tensor:
     """transformers' causal-LM loss (labels shifted by one, -100 ignored, the mean over label tokens, or the sum over
-    `num_items_in_batch` under gradient accumulation) without materialising the logits (ChunkedLinearCrossEntropy)."""
-    shifted = labels[:, 1:].reshape(-1).to(hidden.device)
-    rows = hidden[:, :-1].reshape(-1, hidden.shape[-1])
+    `num_items_in_batch` under gradient accumulation) without materialising the logits (ChunkedLinearCrossEntropy).
+    shift=False: `labels` are aligned with the positions already (transformers' `shift_labels`)."""
+    if shift:
+        labels, hidden = labels[:, 1:], hidden[:, :-1]
+    shifted = labels.reshape(-1).to(hidden.device)
+    rows = hidden.reshape(-1, hidden.shape[-1])
     total = ChunkedLinearCrossEntropy.apply(rows, weight, shifted, chunk_size, -100)
     return _token_mean(total, shifted, num_items_in_batch)

@@ -18,7 +18,7 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_seq2seq import ZooSeq2SeqConfig
-from .modeling_zoo_checks import check_labels, padding_target_id
+from .modeling_zoo_checks import check_labels, padding_target_id, take_loss_keywords
 from .modeling_zoo_generation import ZooGenerationMixin
 from .modeling_zoo_layers import ZooAttention, ZooBlock, ZooPreTrainedModel, plain_linears
 from .modeling_zoo_stack import ZooStackMixin, accepts_past_key_values, build_token_embedding
@@ -215,6 +215,7 @@ class ZooSeq2SeqForConditionalGeneration(ZooSeq2SeqPreTrainedModel, ZooGeneratio
         decoder_position_ids=None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
+        labels, _ = take_loss_keywords(self, labels, kwargs)
         if labels is not None and decoder_input_ids is None and decoder_inputs_embeds is None:
             if self.config.pad_token_id is None:
                 raise ValueError("Deriving decoder_input_ids from labels needs config.pad_token_id.")

@@ -83,7 +83,11 @@ class ZooScaledEmbedding(nn.Embedding):
 
 def build_token_embedding(config) -> ZooScaledEmbedding:
     scale = config.hidden_size**0.5 if config.scale_embedding else 1.0
-    return ZooScaledEmbedding(config.vocab_size, config.hidden_size, config.pad_token_id, embed_scale=scale)
+    # A pad id outside the vocabulary (a config warns about it, transformers accepts it) names no row to keep at
+    # zero; nn.Embedding would refuse it (or, for -1, silently take the last row).
+    pad = config.pad_token_id
+    padding_idx = pad if pad is not None and 0 <= pad < config.vocab_size else None
+    return ZooScaledEmbedding(config.vocab_size, config.hidden_size, padding_idx, embed_scale=scale)
 
 
 class ZooStackMixin:

@@ -16,7 +16,7 @@ from transformers.utils import can_return_tuple, logging
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_zoo_vit import ZooViTConfig
-from .modeling_zoo_checks import check_classification_labels, values_are_checkable
+from .modeling_zoo_checks import check_classification_labels, take_loss_keywords, values_are_checkable
 from .modeling_zoo_layers import ZooAttention, ZooBlock, ZooPreTrainedModel
 from .modeling_zoo_stack import ZooStackMixin, leading_positions_read
 from .modeling_zoo_losses import share_of_accumulated_batch
@@ -241,6 +241,7 @@ class ZooViTForImageClassification(ZooViTPreTrainedModel):
     ) -> ZooImageClassifierOutput:
         # A [CLS]-pooled head reads the class (and distillation) tokens only: the last layer computes those rows
         # alone (run_stack).
+        labels, _ = take_loss_keywords(self, labels, kwargs)
         leading = None
         if self.config.pooling == "cls":
             leading = leading_positions_read(self.config, kwargs, self.config.num_prefix_tokens)
