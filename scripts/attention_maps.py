@@ -50,7 +50,8 @@ def parse_arguments(argv=None):
 
 
 def load_model(spec: str):
-    from transformers import AutoConfig, AutoModel
+    from transformers import AutoModel
+    from transformer_zoo.modeling_zoo_checks import read_model_config
 
     import transformer_zoo as tz
 
@@ -58,7 +59,7 @@ def load_model(spec: str):
         # Load with the class the folder was saved as (e.g. a fine-tuned classifier), then take its bare stack:
         # AutoModel on a head checkpoint would drop the head's weights and print transformers' LOAD REPORT
         # ("classifier.weight UNEXPECTED"), which reads as an error although the maps need only the stack.
-        config = AutoConfig.from_pretrained(spec)
+        config = read_model_config(spec)
         architecture = (config.architectures or [None])[0]
         registered = tz.FAMILIES.get(config.model_type, (None, []))[1]
         model_class = next((cls for _, cls in registered if cls.__name__ == architecture), AutoModel)

@@ -15,7 +15,7 @@ import logging as std_logging
 import sys
 
 import torch
-from transformers import AutoConfig
+from transformer_zoo.modeling_zoo_checks import read_model_config
 from transformers.utils import logging
 
 import transformer_zoo
@@ -38,7 +38,7 @@ logger = logging.get_logger("convert_checkpoint")
 
 def _zoo_class(folder: str):
     """The zoo class named in the saved config (every zoo class is registered by importing transformer_zoo)."""
-    architecture = AutoConfig.from_pretrained(folder).architectures[0]
+    architecture = read_model_config(folder).architectures[0]
     for _, models in transformer_zoo.FAMILIES.values():
         for _, model_class in models:
             if model_class.__name__ == architecture:

@@ -68,7 +68,7 @@ def parse_arguments(argv=None):
 
 def load_config(spec: str):
     """A zoo preset `family:preset`, or a config.json file / folder."""
-    from transformers import AutoConfig
+    from transformer_zoo.modeling_zoo_checks import read_model_config
 
     import transformer_zoo as tz
 
@@ -79,7 +79,7 @@ def load_config(spec: str):
             if data.get("model_type") not in tz.FAMILIES:
                 raise SystemExit(f"{spec}: model_type {data.get('model_type')!r} is not a zoo family.")
             return tz.FAMILIES[data["model_type"]][0].from_dict(data)
-        return AutoConfig.from_pretrained(path)
+        return read_model_config(path)
     family, _, preset = spec.partition(":")
     if family not in tz.FAMILIES or not preset:
         raise SystemExit(f"{spec!r} is neither an existing path nor family:preset with family in "

@@ -68,7 +68,8 @@ FAMILY_ALIASES = {"encoder": "zoo_encoder", "decoder": "zoo_decoder", "seq2seq":
 
 def load_model_and_tokenizer(spec: str, train_texts: list[str], seed: int):
     """(model, tokenizer, description) for --model."""
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers import AutoModel, AutoTokenizer
+    from transformer_zoo.modeling_zoo_checks import read_model_config
 
     import transformer_zoo
     from transformer_zoo.convert import (
@@ -113,7 +114,7 @@ def load_model_and_tokenizer(spec: str, train_texts: list[str], seed: int):
 
     if not Path(spec).is_dir():
         raise SystemExit(f"--model {spec!r}: not 'minilm', FAMILY:PRESET, or an existing folder.")
-    model_type = AutoConfig.from_pretrained(spec).model_type
+    model_type = read_model_config(spec).model_type
     if model_type in transformer_zoo.FAMILIES:
         model = AutoModel.from_pretrained(spec)
     elif model_type in SOURCE_FAMILIES:

@@ -97,13 +97,13 @@ def task_of(model) -> str:
 
 def load_model(folder: str):
     import transformers
-    from transformers import AutoConfig
+    from transformer_zoo.modeling_zoo_checks import read_model_config
 
     import transformer_zoo
 
     if not Path(folder).is_dir():
         raise SystemExit(f"{folder!r} is not a folder; pass a saved zoo model (save_pretrained output).")
-    config = AutoConfig.from_pretrained(folder)
+    config = read_model_config(folder)
     if config.model_type not in transformer_zoo.FAMILIES:
         raise SystemExit(f"{folder} holds a {config.model_type!r} model; convert it to a zoo model first "
                          "(scripts/convert_checkpoint.py).")

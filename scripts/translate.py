@@ -76,7 +76,8 @@ def read_lines(path: str, what: str) -> list[str]:
 
 
 def load_model(folder: str, device: str):
-    from transformers import AutoConfig, AutoModelForSeq2SeqLM
+    from transformers import AutoModelForSeq2SeqLM
+    from transformer_zoo.modeling_zoo_checks import read_model_config
 
     import transformer_zoo  # noqa: F401  (registers the zoo's classes with the Auto* factories)
     from transformer_zoo.training.tokenization import load_tokenizer
@@ -85,7 +86,7 @@ def load_model(folder: str, device: str):
     if not (path / "config.json").is_file():
         raise ValueError(f"{folder} is not a saved model folder (no config.json). Pass the folder that "
                          "save_pretrained wrote.")
-    config = AutoConfig.from_pretrained(folder)  # no trust_remote_code: only code already installed runs
+    config = read_model_config(folder)  # no trust_remote_code: only code already installed runs
     if not getattr(config, "is_encoder_decoder", False):
         raise ValueError(f"{folder} holds a {config.model_type} model, which is not an encoder-decoder; translation "
                          "needs a sequence-to-sequence model.")

@@ -17,6 +17,7 @@ Two conventions matter for correctness of the tests themselves:
 
 import copy
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -126,3 +127,34 @@ def random_ids():
 @pytest.fixture
 def pad_batch():
     return _pad_batch
+
+
+def pytest_terminal_summary(terminalreporter):
+    """transformers' common tests (test_transformers_common.py): every skip counted by its reason, zoo families and
+    the transformers control apart, so a reader sees what did not run and why."""
+    import collections
+    import json
+    import re
+
+    counts = {"zoo": collections.Counter(), "control": collections.Counter()}
+    for report in terminalreporter.stats.get("skipped", []):
+        if "test_transformers_common.py" not in report.nodeid:
+            continue
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = re.sub(r"^Skipped: ", "", reason)
+        # One line per reason, not per class: class names in a reason are folded to <class>.
+        reason = re.sub(r"<class '[\w.]+'>|\b(Zoo|Bert|GPT2|Llama|Marian|ViT)\w*(Model|LM|Generation|\w*ification|"
+                        r"Answering|Head)\w*", "<class>", reason)
+        counts["control" if "::TestControl" in report.nodeid else "zoo"][reason] += 1
+    if not any(counts.values()):
+        return
+    terminalreporter.section("transformers' common tests: skips by reason")
+    harness = Path(__file__).resolve().parent.parent / ".transformers-tests"
+    for marker in sorted(harness.glob("*/upstream_tests/MATERIALISED.json")):
+        modules = json.loads(marker.read_text())["repository_modules"]
+        for module, source in modules.items():
+            terminalreporter.write_line(f"tests/{module}: {source}")
+    for side, title in (("zoo", "zoo families"), ("control", "transformers' own models (control)")):
+        terminalreporter.write_line(f"{title}: {sum(counts[side].values())} skipped")
+        for reason, count in counts[side].most_common():
+            terminalreporter.write_line(f"  {count:4d}  {reason}")

@@ -7,6 +7,8 @@ checks of ours refused. Each test failed on the code before its fix.
    construction, a refusal only when such an id reaches the model as an input.
 """
 
+import re
+
 import pytest
 import torch
 from transformers.testing_utils import CaptureLogger
@@ -152,3 +154,67 @@ def test_resizing_past_a_special_token_warns():
         model.resize_token_embeddings(2)
     assert "eos_token_id=2 falls outside the new vocabulary (ids 0..1)" in captured.out
     assert model.get_input_embeddings().num_embeddings == 2
+
+
+# -------------------------------------------------------------------- the unclear errors, each now one clear line
+def _saved_decoder(folder, **config_edits):
+    import json
+
+    tz.ZooDecoderForCausalLM(tz.ZooDecoderConfig.from_preset("tiny")).save_pretrained(folder)
+    config = json.loads((folder / "config.json").read_text())
+    for key, value in config_edits.items():
+        if value is None:
+            del config[key]
+        else:
+            config[key] = value
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_a_config_without_model_type_is_named_by_the_zoo_readers(tmp_path):
+    """transformers reads the zoo's auto_map and asks to trust remote code; the zoo's scripts and recipes (which
+    open folders with read_model_config) say what is missing and which type to write. The family's own class loads
+    the folder, as transformers' own classes load theirs."""
+    folder = _saved_decoder(tmp_path / "model", model_type=None)
+    with pytest.raises(ValueError, match='has no "model_type".*add "model_type": "zoo_decoder" to it'):
+        modeling_zoo_checks.read_model_config(folder)
+    assert isinstance(tz.ZooDecoderForCausalLM.from_pretrained(folder), tz.ZooDecoderForCausalLM)
+
+
+def test_a_missing_folder_and_a_folder_without_config_are_named_by_the_zoo_readers(tmp_path):
+    with pytest.raises(OSError, match="No such folder: .*nothing-here"):
+        modeling_zoo_checks.read_model_config(tmp_path / "nothing-here")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(OSError, match="has no config.json, so it is no folder save_pretrained wrote"):
+        modeling_zoo_checks.read_model_config(tmp_path / "empty")
+
+
+@pytest.mark.parametrize("layers, message", [
+    (3, r"builds 3 layer\(s\) in model.layers, but the weights hold 2: layer\(s\) 2 start from random weights\. "
+        "If the checkpoint is a 2-layer model, set num_hidden_layers=2 in its config.json"),
+    (1, r"builds 1 layer\(s\) in model.layers, but the weights hold 2: the checkpoint's layer\(s\) 1 are not loaded"),
+])
+def test_a_layer_count_that_disagrees_with_the_weights_is_one_line(tmp_path, layers, message):
+    """It loads, as in transformers (growing or cutting a model is a real use), and says so in one line."""
+    from transformers import AutoModelForCausalLM
+
+    folder = _saved_decoder(tmp_path / "model", num_hidden_layers=layers)
+    with CaptureLogger(modeling_zoo_checks.logger) as captured:
+        model = AutoModelForCausalLM.from_pretrained(folder)
+    assert len(model.model.layers) == layers
+    assert re.search(message, captured.out), captured.out
+    with CaptureLogger(modeling_zoo_checks.logger) as matching:
+        tz.ZooDecoderForCausalLM.from_pretrained(_saved_decoder(tmp_path / "intact"))
+    assert "layer(s)" not in matching.out
+
+
+def test_an_early_stopping_metric_typo_is_refused_before_the_corpus_is_read(tmp_path, capsys):
+    from transformer_zoo.training import pretraining
+
+    missing_corpus = tmp_path / "not-read.txt"  # never opened: the metric is refused first
+    with pytest.raises(SystemExit) as stop:
+        pretraining.main(["--output_dir", str(tmp_path / "out"), "--dataset", str(missing_corpus),
+                          "--early_stopping_metric", "eval_los", "--report_to", "none"])
+    assert stop.value.code == 2
+    assert re.search("--early_stopping_metric 'eval_los' is not reported by the --family .* evaluation; did you "
+                     "mean 'eval_loss'", capsys.readouterr().err)

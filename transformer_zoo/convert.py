@@ -30,7 +30,6 @@ import shutil
 import torch
 import transformers
 from transformers import (
-    AutoConfig,
     AutoImageProcessor,
     AutoModel,
     AutoModelForCausalLM,
@@ -55,6 +54,7 @@ from .conversion_tables import (
 )
 from .configuration_zoo_vit import ZooViTConfig
 from .modeling_zoo_encoder import ZooEncoderModel
+from .modeling_zoo_checks import read_model_config
 
 
 logger = logging.get_logger(__name__)
@@ -234,7 +234,7 @@ def load_source_model(src: str, *, task: str = "auto", gguf_file: str | None = N
     if gguf_file:
         load_kwargs["gguf_file"] = gguf_file
     try:
-        config = AutoConfig.from_pretrained(src, **load_kwargs)
+        config = read_model_config(src, **load_kwargs)
     except (OSError, ValueError) as error:
         raise _source_load_error(src, error, gguf_file) from error
     if config.model_type not in SOURCE_FAMILIES:

@@ -6,10 +6,17 @@ This file is copied into saved checkpoints for `trust_remote_code`: it imports s
 """
 
 import inspect
+import json
 import operator
+import os
+import re
+from collections import defaultdict
 
 import torch
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
 from torch import nn
+from transformers import AutoConfig
 from transformers.loss.loss_utils import LOSS_MAPPING, fixed_cross_entropy
 from transformers.utils import TransformersKwargs, logging
 
@@ -352,3 +359,97 @@ def reject_unknown_kwargs(module: nn.Module, kwargs: dict) -> None:
             f"{hint} Besides its named parameters it accepts {', '.join(sorted(ACCEPTED_FORWARD_KWARGS))}, and a "
             f"head with labels also {', '.join(sorted(LOSS_KEYWORDS))}."
         )
+
+
+# A block's parameters: <stack>.layers.<index>.<rest> (model.layers, model.encoder.layers, vit.layers, ...).
+LAYER_KEY = re.compile(r"^(.*\blayers)\.(\d+)\.")
+
+
+def warn_layer_count_mismatch(model: nn.Module, loading_info: dict, source) -> None:
+    """A config whose layer count disagrees with the weights loads, as in transformers (growing or cutting a model
+    is a real use), but transformers reports it only as a list of missing or unexpected keys. This names it in one
+    line: the layers that start from random weights, or the checkpoint's layers that were dropped, and the field
+    that says how many there are."""
+    def layer_indices(keys):
+        found = defaultdict(set)
+        for key in keys:
+            if match := LAYER_KEY.match(key):
+                found[match.group(1)].add(int(match.group(2)))
+        return found
+
+    in_model = layer_indices(name for name, _ in model.named_parameters())
+    missing_keys = set(loading_info.get("missing_keys", ()))
+    missing = layer_indices(missing_keys)
+    unexpected = layer_indices(loading_info.get("unexpected_keys", ()))
+    for stack in sorted(set(missing) | set(unexpected)):
+        # A layer counts as absent only when none of its parameters came from the checkpoint.
+        absent = sorted(index for index in missing.get(stack, ()) if not any(
+            name.startswith(f"{stack}.{index}.") and name not in missing_keys
+            for name, _ in model.named_parameters()))
+        dropped = sorted(index for index in unexpected.get(stack, ()) if index not in in_model.get(stack, ()))
+        if not (absent or dropped):
+            continue
+        built = len(in_model.get(stack, ()))
+        saved = built - len(absent) + len(dropped)
+        field = ("encoder_layers" if "encoder" in stack else "decoder_layers") \
+            if getattr(model.config, "is_encoder_decoder", False) else "num_hidden_layers"
+        consequence = (f"layer(s) {', '.join(map(str, absent))} start from random weights" if absent else
+                       f"the checkpoint's layer(s) {', '.join(map(str, dropped))} are not loaded")
+        logger.warning(
+            f"{source}: the config builds {built} layer(s) in {stack}, but the weights hold {saved}: {consequence}. "
+            f"If the checkpoint is a {saved}-layer model, set {field}={saved} in its config.json; growing or "
+            "cutting a model on purpose needs no change.")
+
+
+def is_hub_model_id(name) -> bool:
+    """Whether `name` could name a Hub repository ('org/name' or 'name'); a path object or a string that is no
+    valid repository id (absolute, './x', 'a/b/c') can only mean a local folder."""
+    if not isinstance(name, str):
+        return False
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
+
+
+def check_model_folder(source, *, exists_only: bool = False) -> None:
+    """The failures of a local model folder, each in one line, where transformers would misname them: a folder that
+    does not exist (transformers reads it as a malformed Hub id), one without config.json, and a config.json without
+    `model_type` (transformers then sees the zoo's `auto_map` and asks to trust remote code). A Hub id, or a folder
+    that looks right, passes untouched. exists_only: only the first (a model class given `config=` needs no
+    config.json, and one whose config.json lacks model_type loads with its own config class, as in transformers)."""
+    if not isinstance(source, (str, os.PathLike)):
+        return
+    folder = os.fspath(source)
+    if not os.path.exists(folder):
+        if is_hub_model_id(source):
+            return
+        raise OSError(f"No such folder: {folder}. Give the folder a model was saved to (save_pretrained or a "
+                      "recipe's --output_dir), or a Hub id such as 'org/name'.")
+    if exists_only or not os.path.isdir(folder):
+        return  # a single file (a GGUF, say) is for its loader to judge
+    config_file = os.path.join(folder, "config.json")
+    if not os.path.isfile(config_file):
+        raise OSError(f"{folder} has no config.json, so it is no folder save_pretrained wrote. Give the folder that "
+                      "holds the model's config.json and weights.")
+    try:
+        with open(config_file, encoding="utf-8") as handle:
+            saved = json.load(handle)
+    except (OSError, ValueError):
+        return  # transformers names an unreadable config.json itself
+    if isinstance(saved, dict) and "model_type" not in saved:
+        class_ref = str((saved.get("auto_map") or {}).get("AutoConfig", ""))
+        family = re.search(r"configuration_(zoo_\w+)\.", class_ref)
+        fix = (f'add "model_type": "{family.group(1)}" to it (its auto_map names {class_ref})' if family
+               else 'add the model\'s "model_type" to it')
+        raise ValueError(f"{config_file} has no \"model_type\", so transformers cannot tell which model it is (with an "
+                         f"auto_map it asks to trust remote code instead): {fix}, or re-save the model with "
+                         "save_pretrained.")
+
+
+def read_model_config(source, **kwargs):
+    """`AutoConfig.from_pretrained(source, **kwargs)` after `check_model_folder(source)`: what the zoo's scripts and
+    recipes use to open a model folder."""
+    check_model_folder(source, exists_only=bool(kwargs.get("gguf_file")))  # a GGUF folder has no config.json
+    return AutoConfig.from_pretrained(source, **kwargs)

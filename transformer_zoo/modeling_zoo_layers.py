@@ -27,8 +27,6 @@ import os
 from collections.abc import Callable
 
 import torch
-from huggingface_hub.errors import HFValidationError
-from huggingface_hub.utils import validate_repo_id
 from safetensors import SafetensorError
 from torch import nn
 from transformers import PreTrainedModel
@@ -41,7 +39,7 @@ from transformers.utils import logging
 from .configuration_zoo_common import GATED_ACTIVATIONS
 from .modeling_zoo_attention_kernels import eager_attention_forward, sdpa_math_attention
 from .modeling_zoo_attention_variants import AttentionVariant, build_attention_variant
-from .modeling_zoo_checks import check_new_vocabulary_size
+from .modeling_zoo_checks import check_model_folder, check_new_vocabulary_size, warn_layer_count_mismatch
 from .modeling_zoo_dropout import ZooDropout, pcg64_applies
 from .modeling_zoo_positions import PositionScheme, apply_rotary
 
@@ -383,38 +381,29 @@ class ZooPreTrainedModel(PreTrainedModel):
         `state_dict=` (a model from weights in memory, no folder) is transformers' call, passed on as it is."""
         if pretrained_model_name_or_path is None:
             return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        check_model_folder(pretrained_model_name_or_path, exists_only=True)
         folder = os.fspath(pretrained_model_name_or_path)
-        if not os.path.exists(folder) and not is_hub_model_id(pretrained_model_name_or_path):
-            raise OSError(f"No such folder: {folder}. Give the folder a model was saved to (save_pretrained or a "
-                          "recipe's --output_dir), or a Hub id such as 'org/name'.")
         config_file = os.path.join(folder, "config.json")
         if kwargs.get("config") is None and not kwargs.get("subfolder") and os.path.isfile(config_file):
             with open(config_file, encoding="utf-8") as handle:
                 saved_type = json.load(handle).get("model_type")
             expected = cls.config_class.model_type
-            if saved_type != expected:
+            # A config.json without model_type loads with this class's own config, as transformers' classes do.
+            if saved_type is not None and saved_type != expected:
                 raise ValueError(
                     f"{folder} holds a {saved_type!r} model, not {expected!r}: {cls.__name__} cannot load it. Load it "
                     "with the Auto class of its task (e.g. AutoModel.from_pretrained(folder)), or the class named in "
                     "its config.json `architectures`.")
+        wants_loading_info = kwargs.pop("output_loading_info", False)
         try:
-            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+            model, loading_info = super().from_pretrained(pretrained_model_name_or_path, *args,
+                                                          output_loading_info=True, **kwargs)
         except SafetensorError as error:
             raise OSError(
                 f"The weights in {folder} are damaged ({error}): the safetensors file is truncated or corrupt, e.g. "
                 "from an interrupted copy or download. Copy or download it again, or re-save the model.") from None
-
-
-def is_hub_model_id(name) -> bool:
-    """Whether `name` could name a Hub repository ('org/name' or 'name'); a path object or a string that is no
-    valid repository id (absolute, './x', 'a/b/c') can only mean a local folder."""
-    if not isinstance(name, str):
-        return False
-    try:
-        validate_repo_id(name)
-    except HFValidationError:
-        return False
-    return True
+        warn_layer_count_mismatch(model, loading_info, folder)
+        return (model, loading_info) if wants_loading_info else model
 
 
 class ZooPooler(nn.Module):

@@ -196,12 +196,12 @@ def card_from_config(folder: Path) -> str:
     parameter count from config.json and how to load it. No result is invented: the evaluation section says none
     was measured, and the card carries no model-index."""
     import torch
-    from transformers import AutoConfig
 
     from . import FAMILIES
     from .model_cards import render_model_card
+    from .modeling_zoo_checks import read_model_config
 
-    config = AutoConfig.from_pretrained(folder)
+    config = read_model_config(folder)
     if config.model_type not in FAMILIES:
         raise PublishError(f"{folder}/config.json is a {config.model_type!r} model, not a transformer-zoo one.")
     registered = FAMILIES[config.model_type][1]

@@ -18,7 +18,7 @@ import os
 
 import torch
 import transformers
-from transformers import AutoConfig, AutoImageProcessor, AutoTokenizer, PreTrainedConfig, PreTrainedModel
+from transformers import AutoImageProcessor, AutoTokenizer, PreTrainedConfig, PreTrainedModel
 from transformers.utils import logging
 
 from ..configuration_zoo_common import GATED_ACTIVATIONS
@@ -37,6 +37,7 @@ from ..conversion_tables import (
 )
 from ..convert import _copy_sentence_transformers_modules
 from ..modeling_zoo_encoder import ZooEncoderModel
+from ..modeling_zoo_checks import read_model_config
 
 
 logger = logging.get_logger(__name__)
@@ -287,7 +288,7 @@ def zoo_class_for_folder(folder: str):
     """The zoo class named in a saved zoo config (every zoo class is registered by importing transformer_zoo)."""
     import transformer_zoo  # the package registry; a library helper, never copied into checkpoints
 
-    config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
+    config = read_model_config(folder, trust_remote_code=False)
     architecture = (config.architectures or [None])[0]
     for _, models in transformer_zoo.FAMILIES.values():
         for _, model_class in models:

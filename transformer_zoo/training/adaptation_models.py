@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torch import nn
-from transformers import AutoConfig
 
 from .. import ZooDecoderForCausalLM, ZooEncoderForMaskedLM, ZooSeq2SeqForConditionalGeneration
 from ..convert import SOURCE_FAMILIES, convert_model, load_source_model
 from .tokenization import load_tokenizer
+from ..modeling_zoo_checks import read_model_config
 
 LM_CLASSES = {"zoo_encoder": ZooEncoderForMaskedLM, "zoo_decoder": ZooDecoderForCausalLM,
               "zoo_seq2seq": ZooSeq2SeqForConditionalGeneration}
@@ -57,7 +57,7 @@ def load_language_model(spec: str | None, gguf_file: str | None = None) -> Loade
         spec = str(folder)
     load_kwargs = {"gguf_file": gguf_file} if gguf_file else {}
     try:
-        source_config = AutoConfig.from_pretrained(spec, trust_remote_code=False, **load_kwargs)
+        source_config = read_model_config(spec, trust_remote_code=False, **load_kwargs)
     except (OSError, ValueError) as error:
         raise ValueError(f"--model {spec!r}: cannot load a config ({error}). Pass a zoo checkpoint folder, a "
                          "transformers BERT/GPT-2/Llama/Marian/BART folder (with --gguf_file for a GGUF file) or a "

@@ -414,6 +414,17 @@ def add_training_arguments(parser: argparse.ArgumentParser, **defaults) -> None:
                        help="Autocast precision via Accelerate (fp16 adds a gradient scaler; bf16 works on CPUs).")
 
 
+def check_early_stopping_metric(metric: str, reported, evaluation: str) -> None:
+    """Refuse an --early_stopping_metric the validation evaluation never reports, before any training step (the loop
+    would only find out at its first evaluation), with the closest name it does report."""
+    reported = sorted(reported)
+    if metric not in reported:
+        close = difflib.get_close_matches(metric, reported, n=1)
+        raise ValueError(f"--early_stopping_metric {metric!r} is not reported by the {evaluation} evaluation"
+                         + (f"; did you mean {close[0]!r}?" if close else ".")
+                         + f" It reports: {', '.join(reported)}.")
+
+
 def add_early_stopping_arguments(parser: argparse.ArgumentParser, *, metric: str = "eval_loss") -> None:
     group = parser.add_argument_group("early stopping and best model")
     group.add_argument("--early_stopping_metric", default=metric,

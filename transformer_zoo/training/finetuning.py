@@ -14,7 +14,6 @@ beside the majority-class baseline.
 from __future__ import annotations
 
 import copy
-import difflib
 import json
 import time
 from dataclasses import asdict
@@ -26,6 +25,7 @@ from ..metrics import majority_baseline, mean_std
 from .cli import (
     RecipeArgumentParser,
     add_early_stopping_arguments,
+    check_early_stopping_metric,
     add_training_arguments,
     check_flags_apply,
     comma_list,
@@ -282,11 +282,7 @@ def run_once(args, seed: int, output_dir: Path, accelerator, data: TaskData) -> 
     validation_metrics = {"eval_loss"} | set(getattr(compute, "names", ()))
     if task in ("causal-lm", "seq2seq"):
         validation_metrics.add("perplexity")
-    if metric not in validation_metrics:
-        close = difflib.get_close_matches(metric, sorted(validation_metrics), n=1)
-        raise ValueError(f"--early_stopping_metric {metric!r} is not reported by the {task} evaluation"
-                         + (f"; did you mean {close[0]!r}?" if close else "")
-                         + f" It reports: {', '.join(sorted(validation_metrics))}.")
+    check_early_stopping_metric(metric, validation_metrics, task)
     loss_kind = {"causal-lm": "causal_lm", "token-classification": "token", "seq2seq": "token"}.get(task, "sequence")
     training_config = training_config_from_args(
         args, early_stopping_metric=metric, throughput_unit="images" if task == "image-classification" else "tokens",

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoImageProcessor
+from transformers import AutoImageProcessor
 
 from .. import (
     ZooDecoderConfig,
@@ -33,6 +33,7 @@ from ..peft_defaults import check_target_modules, linear_layer_names
 from .finetuning_data import TaskData
 from .objectives import BOUNDED_POSITION_TYPES, check_sequence_length
 from .tokenization import check_tokenizer_source, load_tokenizer, train_tokenizer
+from ..modeling_zoo_checks import read_model_config
 
 
 # Zoo head class per (task, model_type).
@@ -138,7 +139,7 @@ def preset_of(spec: str) -> tuple[str, str] | None:
 
 def _source_config(spec: str):
     try:
-        return AutoConfig.from_pretrained(spec, trust_remote_code=False)
+        return read_model_config(spec, trust_remote_code=False)
     except (OSError, ValueError) as error:
         where = "local folder" if Path(spec).exists() else "Hub id (no such local folder)"
         reason = " ".join(str(error).split())  # one line

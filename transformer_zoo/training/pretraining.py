@@ -34,6 +34,7 @@ from .. import (
 from .cli import (
     RecipeArgumentParser,
     add_early_stopping_arguments,
+    check_early_stopping_metric,
     add_training_arguments,
     check_flags_apply,
     comma_list,
@@ -354,6 +355,14 @@ def build_datasets(args, corpus, tokenizer, config, objective: str, accelerator)
     return splits["train"], splits["validation"], splits["test"], collate, image_processor
 
 
+def validation_metric_names(objective: str) -> set[str]:
+    """What make_eval_fn's evaluation reports for an objective (a chosen early-stopping metric is checked against
+    it before any work); every token objective reports the same two."""
+    if objective == "image":
+        return {"eval_loss", *classification_metrics().names}
+    return {"eval_loss", "perplexity"}
+
+
 def make_eval_fn(args, objective: str, dataset, collate, accelerator, loss_fn):
     batch_size = args.eval_batch_size or args.per_device_batch_size
     if objective == "image":
@@ -391,6 +400,9 @@ def run(args) -> dict:
     output_dir = Path(args.output_dir)
     family = FAMILIES[args.family]
     dataset_name = args.dataset or family.dataset
+    # Before the corpus is read: the validation metrics depend only on whether the family reads images.
+    check_early_stopping_metric(args.early_stopping_metric, validation_metric_names(family.objective),
+                                f"--family {args.family}")
 
     with accelerator.main_process_first():
         corpus = load_corpus(
