@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 from transformers.models.auto import modeling_auto
+from transformers.utils import logging as transformers_logging
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +59,16 @@ ZOO_TASKS = {
     "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES": {"zoo_seq2seq": "ZooSeq2SeqForConditionalGeneration"},
     "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES": {"zoo_vit": "ZooViTForImageClassification"},
 }
+
+
+@pytest.fixture(autouse=True)
+def transformers_default_verbosity():
+    """Some common tests read transformers' warnings (CaptureLogger); a test elsewhere in the same process may have
+    lowered the verbosity (the adaptation recipe's workers do), so each test here starts from the default."""
+    previous = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_warning()
+    yield
+    transformers_logging.set_verbosity(previous)
 
 
 @pytest.fixture(autouse=True, scope="module")
