@@ -352,8 +352,9 @@ def reject_unknown_kwargs(module: nn.Module, kwargs: dict) -> None:
     unknown = sorted(set(kwargs) - ACCEPTED_FORWARD_KWARGS)
     if unknown:
         loss_only = sorted(set(unknown) & LOSS_KEYWORDS)
-        hint = (f" {', '.join(map(repr, loss_only))} {'means' if len(loss_only) == 1 else 'mean'} something only to a loss: pass them with labels to a model "
-                "with a head (e.g. ...ForCausalLM)." if loss_only else "")
+        verb = "means" if len(loss_only) == 1 else "mean"
+        hint = (f" {', '.join(map(repr, loss_only))} {verb} something only to a loss: pass them with labels to a "
+                "model with a head (e.g. ...ForCausalLM)." if loss_only else "")
         raise TypeError(
             f"{type(module).__name__}.forward() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}."
             f"{hint} Besides its named parameters it accepts {', '.join(sorted(ACCEPTED_FORWARD_KWARGS))}, and a "
@@ -377,6 +378,8 @@ def warn_layer_count_mismatch(model: nn.Module, loading_info: dict, source) -> N
                 found[match.group(1)].add(int(match.group(2)))
         return found
 
+    if getattr(model, "_hf_peft_config_loaded", False):
+        return  # the loading report is the adapter's, whose keys say nothing of the base model's layers
     in_model = layer_indices(name for name, _ in model.named_parameters())
     missing_keys = set(loading_info.get("missing_keys", ()))
     missing = layer_indices(missing_keys)
