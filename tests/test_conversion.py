@@ -363,3 +363,50 @@ def test_smollm2_converts_exactly(smollm2):
         settings = dict(do_sample=False, max_new_tokens=6, pad_token_id=tokenizer.pad_token_id)
         expected = source.generate(**inputs, **settings)
         torch.testing.assert_close(zoo.generate(**inputs, **settings), expected, atol=0, rtol=0)
+
+
+# Library defaults for the special token ids, on small shapes: GPT2Config keeps 50256 for bos/eos whatever
+# vocab_size says (as many small GPT-2-style Hub checkpoints do), Marian keeps pad 58100 (its vocabulary is left at
+# the default so transformers can build it), BART and Llama keep theirs.
+LIBRARY_DEFAULT_SOURCES = {
+    "gpt2": lambda: transformers.GPT2LMHeadModel(GPT2Config(vocab_size=512, n_layer=2, n_embd=32, n_head=4)),
+    "llama": lambda: transformers.LlamaForCausalLM(LlamaConfig(
+        vocab_size=512, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2)),
+    "bert": lambda: transformers.BertForMaskedLM(BertConfig(
+        vocab_size=512, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)),
+    "marian": lambda: transformers.MarianMTModel(MarianConfig(
+        d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4,
+        encoder_ffn_dim=64, decoder_ffn_dim=64)),
+    "bart": lambda: transformers.BartForConditionalGeneration(BartConfig(
+        vocab_size=512, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64)),
+    "vit": lambda: transformers.ViTForImageClassification(ViTConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, image_size=16,
+        patch_size=4)),
+}
+
+
+@pytest.mark.parametrize("family", list(LIBRARY_DEFAULT_SOURCES))
+def test_library_default_token_ids_convert_faithfully(family, tmp_path):
+    """scripts/convert_checkpoint.py on configs with their library's special token ids, some outside the vocabulary
+    (GPT-2's 50256 over 512 tokens): it converts with identical logits and carries the ids over as they are."""
+    torch.manual_seed(0)
+    source = LIBRARY_DEFAULT_SOURCES[family]().eval()
+    source.save_pretrained(tmp_path / "source")
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO_ROOT, "scripts", "convert_checkpoint.py"), str(tmp_path / "source"),
+         str(tmp_path / "zoo")], capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "max |logit difference|" in result.stdout
+    auto_class = {"gpt2": AutoModelForCausalLM, "llama": AutoModelForCausalLM, "marian": AutoModelForSeq2SeqLM,
+                  "bart": AutoModelForSeq2SeqLM, "bert": transformers.AutoModelForMaskedLM,
+                  "vit": transformers.AutoModelForImageClassification}[family]
+    zoo = auto_class.from_pretrained(tmp_path / "zoo")
+    assert type(zoo).__module__.startswith("transformer_zoo."), type(zoo)
+    for name in ("pad_token_id", "bos_token_id", "eos_token_id") if family != "vit" else ():
+        assert getattr(zoo.config, name) == getattr(source.config, name), name
+    inputs = reference_inputs(source)
+    with torch.no_grad():
+        assert_same_outputs(source(**inputs), zoo.eval()(**inputs), inputs.get("attention_mask"),
+                            family in ("gpt2", "llama"), ())
