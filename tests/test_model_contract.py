@@ -213,3 +213,22 @@ def test_asymmetric_grouped_query_attention_needs_a_common_divisor():
         warnings.simplefilter("error")
         config = ZooSeq2SeqConfig.from_preset("tiny", num_key_value_heads=2, decoder_attention_heads=8)
     assert config.attention_shape("decoder.0") == (8, 2, 8)
+
+
+def test_a_shared_shape_set_after_construction_reaches_the_stacks_that_follow_it():
+    """transformers' common tests raise config.head_dim (and hidden_size) on a built config before a flex-attention
+    model; the encoder-decoder's per-stack shapes, resolved at construction, kept the old 8 (found on a GPU run).
+    A stack given its own shape keeps it."""
+    import copy
+
+    config = ZooSeq2SeqConfig.from_preset("tiny", hidden_size=32, num_attention_heads=4, intermediate_size=37)
+    raised = copy.deepcopy(config)
+    raised.head_dim, raised.hidden_size, raised.intermediate_size = 16, 64, 50
+    assert (raised.encoder_head_dim, raised.decoder_head_dim) == (16, 16)
+    assert (raised.encoder_ffn_dim, raised.decoder_ffn_dim) == (50, 50)
+    model = ZooSeq2SeqForConditionalGeneration(raised)
+    assert model.model.encoder.layers[0].self_attn.q_proj.out_features == 4 * 16
+    assert model.model.decoder.layers[0].mlp.up_proj.out_features == 50
+    asymmetric = ZooSeq2SeqConfig.from_preset("tiny", encoder_head_dim=8)
+    asymmetric.head_dim = 32
+    assert (asymmetric.encoder_head_dim, asymmetric.decoder_head_dim) == (8, 32)

@@ -71,6 +71,23 @@ class ZooSeq2SeqConfig(ZooTextConfig):
     decoder_ffn_dim: int | None = None
     decoding_head_copy: bool = True
 
+    # Per-stack shape field suffix -> the shared field it follows unless a stack sets its own (see __post_init__).
+    STACK_SHAPE_SOURCES: ClassVar[dict[str, str]] = {
+        "attention_heads": "num_attention_heads", "head_dim": "head_dim", "ffn_dim": "intermediate_size"}
+
+    def __setattr__(self, key, value):
+        """A shared shape set after construction (`config.head_dim = 16`, as transformers' own tests do before
+        building a flex-attention model) reaches the stacks that follow it: a per-stack field still equal to the
+        shared field's old value takes the new one, as it would have at construction. A stack given a shape of its
+        own (an asymmetric Marian or BART checkpoint) keeps it."""
+        followers = [f"{stack}_{suffix}" for suffix, source in self.STACK_SHAPE_SOURCES.items() if source == key
+                     for stack in ("encoder", "decoder")]
+        old = self.__dict__.get(key)
+        super().__setattr__(key, value)
+        for follower in followers:
+            if old is not None and self.__dict__.get(follower) == old:
+                super().__setattr__(follower, value)
+
     def __post_init__(self, **kwargs):
         head_dim_given = self.head_dim is not None
         super().__post_init__(**kwargs)
