@@ -18,6 +18,7 @@ installed version's tag, the repository's own modules are used instead, and the 
 """
 
 import argparse
+import fcntl
 import hashlib
 import json
 import shutil
@@ -68,6 +69,17 @@ def read_members(archive: Path, version: str, names) -> dict[str, bytes]:
     prefix = f"transformers-{version}/"
     with tarfile.open(archive) as tar:
         return {name: tar.extractfile(prefix + name).read() for name in names}
+
+
+def ensure_materialised(version: str) -> Path:
+    """materialise() once, also when several test workers (pytest-xdist) import the common tests at the same
+    moment: the first takes a lock and writes, the others wait and find it done."""
+    DESTINATION.mkdir(exist_ok=True)
+    with open(DESTINATION / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not is_materialised(version):
+            materialise(version)
+    return harness_folder(version)
 
 
 def materialise(version: str, repository: Path | None = None, record: bool = False) -> Path:

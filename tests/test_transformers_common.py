@@ -4,8 +4,8 @@ control, on transformers' own GPT-2, Llama, BERT, Marian and ViT through the sam
 The test files are transformers' own, unmodified, from the PyPI source distribution of the installed version
 (scripts/transformers_tests.py; hashes in tests/transformers_common/SOURCES.json). A tester here is what
 transformers' tests/models/<name>/test_modeling_<name>.py writes for its own models: a small config, inputs, the
-classes under test. A test that does not apply is skipped only with its reason in SKIPS, and the skips are counted
-and printed at the end of the run (tests/conftest.py).
+classes under test. The testers skip nothing themselves: every skip is one of transformers' own, with its reason, and
+the skips are counted by reason at the end of the run (tests/conftest.py).
 
 transformers lists each of its heads by task in `MODEL_FOR_*_MAPPING_NAMES`, and the common tests read those lists
 to know which inputs (labels, positions) a class takes and which task checks apply (`shift_labels` for causal LM
@@ -30,9 +30,7 @@ import transformers_tests  # noqa: E402  (scripts/transformers_tests.py)
 
 
 TRANSFORMERS_VERSION = importlib.metadata.version("transformers")
-if not transformers_tests.is_materialised(TRANSFORMERS_VERSION):
-    transformers_tests.materialise(TRANSFORMERS_VERSION)
-sys.path.insert(0, str(transformers_tests.harness_folder(TRANSFORMERS_VERSION)))
+sys.path.insert(0, str(transformers_tests.ensure_materialised(TRANSFORMERS_VERSION)))
 
 from upstream_tests.generation.test_utils import GenerationTesterMixin  # noqa: E402
 from upstream_tests.test_configuration_common import ConfigTester  # noqa: E402
@@ -149,17 +147,6 @@ class ImageModelTester:
         return self.get_config(), {"pixel_values": pixels}
 
 
-# -------------------------------------------------------------------------------------------- skips, with reasons
-# test name -> why it does not apply to the zoo. Every skip is printed with its reason at the end of the run.
-SKIPS = {}
-
-
-def skip_reason(test_case) -> str | None:
-    name = test_case._testMethodName
-    family_skips = getattr(test_case, "family_skips", {})
-    return family_skips.get(name) or SKIPS.get(name)
-
-
 class CommonTests(ModelTesterMixin):
     """ModelTesterMixin plus ConfigTester for one family and preset; subclasses name them."""
 
@@ -170,16 +157,12 @@ class CommonTests(ModelTesterMixin):
     test_can_init_all_missing_weights_before_2023 = True
     tester_kwargs: dict = {}
     config_tester_kwargs: dict = {}
-    family_skips: dict = {}
 
     @staticmethod
     def make_config(**overrides):
         raise NotImplementedError
 
     def setUp(self):
-        reason = skip_reason(self)
-        if reason:
-            self.skipTest(reason)
         self.model_tester = self.model_tester_class(self, type(self).make_config, **self.tester_kwargs)
         self.config_tester = ConfigTester(self, config_class=self.config_class, **self.config_tester_kwargs)
 
