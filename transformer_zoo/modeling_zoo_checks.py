@@ -348,17 +348,19 @@ def take_loss_keywords(module: nn.Module, labels, kwargs: dict, *, shifts_labels
 
 def reject_unknown_kwargs(module: nn.Module, kwargs: dict) -> None:
     """Refuse keywords no part of the model reads. A zoo forward takes **kwargs (transformers' contract), and without
-    this check a misspelt or outdated argument (`past_key_value=`, `head_mask=`) would vanish without a trace."""
+    this check a misspelt or outdated argument (`past_key_value=`, `head_mask=`) would vanish without a trace.
+    transformers' loss keywords reaching a stack come from a call on a model without a loss (a base model): accepted,
+    as transformers' base models accept them, and named in a warning (taken out of `kwargs`)."""
+    for name in sorted(set(kwargs) & LOSS_KEYWORDS):
+        kwargs.pop(name)
+        logger.warning_once(f"{type(module).__name__} ignores {name}: it computes no loss. Pass it with labels to a "
+                            "model with a head (e.g. ...ForCausalLM).")
     unknown = sorted(set(kwargs) - ACCEPTED_FORWARD_KWARGS)
     if unknown:
-        loss_only = sorted(set(unknown) & LOSS_KEYWORDS)
-        verb = "means" if len(loss_only) == 1 else "mean"
-        hint = (f" {', '.join(map(repr, loss_only))} {verb} something only to a loss: pass them with labels to a "
-                "model with a head (e.g. ...ForCausalLM)." if loss_only else "")
         raise TypeError(
-            f"{type(module).__name__}.forward() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}."
-            f"{hint} Besides its named parameters it accepts {', '.join(sorted(ACCEPTED_FORWARD_KWARGS))}, and a "
-            f"head with labels also {', '.join(sorted(LOSS_KEYWORDS))}."
+            f"{type(module).__name__}.forward() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}. "
+            f"Besides its named parameters it accepts {', '.join(sorted(ACCEPTED_FORWARD_KWARGS))}, and a head with "
+            f"labels also {', '.join(sorted(LOSS_KEYWORDS))}."
         )
 
 
