@@ -382,16 +382,15 @@ def warn_layer_count_mismatch(model: nn.Module, loading_info: dict, source) -> N
 
     if getattr(model, "_hf_peft_config_loaded", False):
         return  # the loading report is the adapter's, whose keys say nothing of the base model's layers
-    in_model = layer_indices(name for name, _ in model.named_parameters())
+    names = [name for name, _ in model.named_parameters()]
     missing_keys = set(loading_info.get("missing_keys", ()))
-    missing = layer_indices(missing_keys)
+    in_model = layer_indices(names)
+    # A layer counts as absent only when none of its parameters came from the checkpoint.
+    loaded = layer_indices(name for name in names if name not in missing_keys)
     unexpected = layer_indices(loading_info.get("unexpected_keys", ()))
-    for stack in sorted(set(missing) | set(unexpected)):
-        # A layer counts as absent only when none of its parameters came from the checkpoint.
-        absent = sorted(index for index in missing.get(stack, ()) if not any(
-            name.startswith(f"{stack}.{index}.") and name not in missing_keys
-            for name, _ in model.named_parameters()))
-        dropped = sorted(index for index in unexpected.get(stack, ()) if index not in in_model.get(stack, ()))
+    for stack in sorted(set(in_model) | set(unexpected)):
+        absent = sorted(in_model.get(stack, set()) - loaded.get(stack, set()))
+        dropped = sorted(unexpected.get(stack, set()) - in_model.get(stack, set()))
         if not (absent or dropped):
             continue
         built = len(in_model.get(stack, ()))

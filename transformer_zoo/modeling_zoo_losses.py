@@ -191,7 +191,7 @@ def chunked_causal_lm_loss(hidden: torch.Tensor, weight: torch.Tensor, labels: t
     shift=False: `labels` are aligned with the positions already (transformers' `shift_labels`)."""
     if shift:
         labels, hidden = labels[:, 1:], hidden[:, :-1]
-    shifted = labels.reshape(-1).to(hidden.device)
+    targets = labels.reshape(-1).to(hidden.device)
     rows = hidden.reshape(-1, hidden.shape[-1])
-    total = ChunkedLinearCrossEntropy.apply(rows, weight, shifted, chunk_size, -100)
-    return _token_mean(total, shifted, num_items_in_batch)
+    total = ChunkedLinearCrossEntropy.apply(rows, weight, targets, chunk_size, -100)
+    return _token_mean(total, targets, num_items_in_batch)
