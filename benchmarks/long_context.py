@@ -285,7 +285,7 @@ def run_variant_sweep(variant: str, args, lengths: list[int]) -> list[dict]:
 
 # ================================================================================================ quality
 def shakespeare_bytes() -> tuple[torch.Tensor, torch.Tensor]:
-    from transformer_zoo.training.corpora import load_corpus
+    from transformer_zoo.training.data.corpora import load_corpus
 
     corpus = load_corpus("shakespeare")
 

@@ -36,7 +36,7 @@ from transformers import (  # noqa: E402
 )
 
 from transformer_zoo.training import finetuning, finetuning_models  # noqa: E402
-from transformer_zoo.training.optim import resolve_warmup_steps  # noqa: E402
+from transformer_zoo.training.engine.optim import resolve_warmup_steps  # noqa: E402
 
 
 class StepTimes(TrainerCallback):
@@ -77,7 +77,7 @@ def main():
 
     times = StepTimes()
     full_job = args.max_steps == 0
-    # The recipe's length: num_epochs passes of ceil(examples / batch) steps (transformer_zoo.training.loop).
+    # The recipe's length: num_epochs passes of ceil(examples / batch) steps (transformer_zoo.training.engine.loop).
     steps = args.max_steps or int(recipe_args.num_epochs * math.ceil(len(train_set) / recipe_args.per_device_batch_size))
     periodic = dict(
         eval_strategy="steps", eval_steps=recipe_args.eval_steps, save_strategy="steps", save_steps=recipe_args.save_steps,

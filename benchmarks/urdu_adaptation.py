@@ -129,8 +129,8 @@ def current_protocol(budget: str) -> dict:
 
     import torch
 
-    from transformer_zoo.training.adaptation_downstream import downstream_precision, downstream_protocol
-    from transformer_zoo.training.domain_adaptation import build_parser
+    from transformer_zoo.training.adaptation.downstream import downstream_precision, downstream_protocol
+    from transformer_zoo.training.adaptation.recipe import build_parser
 
     args = build_parser().parse_args(budget_downstream_flags(budget))
     # The recipe's own resolution of the precision, for the accelerator a CPU run creates.
@@ -302,14 +302,14 @@ def compare(study: dict, arm: str, reference: str = "unadapted") -> dict:
 
 
 def _verdict(gain: float, spread: float | None) -> dict:
-    from transformer_zoo.training.adaptation_downstream import seed_spread_verdict
+    from transformer_zoo.training.adaptation.downstream import seed_spread_verdict
 
     return {"gain": gain, "spread": spread, "verdict": seed_spread_verdict(gain, spread)}
 
 
 def recipe_default_arm() -> str:
     """The arm the recipe's no-argument default runs (MiniLM's tokenizer is poor on Urdu, so 'auto' extends)."""
-    from transformer_zoo.training.domain_adaptation import build_parser
+    from transformer_zoo.training.adaptation.recipe import build_parser
 
     defaults = build_parser().parse_args([])
     if defaults.extend_vocab == "false":

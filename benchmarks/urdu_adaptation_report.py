@@ -28,7 +28,7 @@ def _bpb(entry: dict, key: str) -> str:
 
 
 def markdown(study: dict, setup: dict, records: list[dict] = ()) -> str:
-    from transformer_zoo.training.adaptation_report import fine_tuning_name
+    from transformer_zoo.training.adaptation.report import fine_tuning_name
 
     lines = ["# Urdu adaptation study", "",
              f"`python benchmarks/urdu_adaptation.py {setup['command']}` — {setup['when']}; {setup['machine']}."
@@ -72,7 +72,7 @@ def markdown(study: dict, setup: dict, records: list[dict] = ()) -> str:
 
 def convergence_lines(study: dict, records: list[dict]) -> list[str]:
     """The downstream protocol in words, and how often its fine-tunes stopped early or peaked at the last evaluation."""
-    from transformer_zoo.training.adaptation_report import fine_tuning_name
+    from transformer_zoo.training.adaptation.report import fine_tuning_name
 
     protocol, sizes = study.get("downstream_protocol"), None
     for arm in study["arms"]:
@@ -97,7 +97,7 @@ def convergence_lines(study: dict, records: list[dict]) -> list[str]:
 def plots(study: dict, folder: Path) -> None:
     import matplotlib
 
-    from transformer_zoo.training.adaptation_report import fine_tuning_name
+    from transformer_zoo.training.adaptation.report import fine_tuning_name
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

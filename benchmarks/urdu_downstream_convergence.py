@@ -74,7 +74,7 @@ def measure(run_dir: Path, seed: int, epochs: float, threads: int, budget: str,
 
 
 def markdown(report: dict, name: str = "convergence") -> str:
-    from transformer_zoo.training.adaptation_report import fine_tuning_name
+    from transformer_zoo.training.adaptation.report import fine_tuning_name
 
     mode = fine_tuning_name({"mode": report.get("mode", "lora")})
     fp32 = all("fp32" in entry for entry in report["arms"].values())

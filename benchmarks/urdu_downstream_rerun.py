@@ -30,13 +30,13 @@ KEPT = ("downstream_models", "downstream_seeds", "english_downstream")
 def rerun(run_dir: Path, overrides: list[str], *, folder: str = "downstream", update_results: bool = True) -> dict:
     """The new downstream entry (per language). `folder`: where under RUN the fine-tunes go; `update_results`: whether
     it replaces the run's own (False for a side experiment such as benchmarks/urdu_downstream_convergence.py)."""
-    from transformer_zoo.training.adaptation_data import load_english_data, load_urdu_data
-    from transformer_zoo.training.adaptation_downstream import downstream_check
-    from transformer_zoo.training.adaptation_report import report_tables
-    from transformer_zoo.training.corpora import corpus_card_info
-    from transformer_zoo.training.domain_adaptation import _train_config, build_parser
-    from transformer_zoo.training.devices import create_accelerator
-    from transformer_zoo.training.tasks import write_results
+    from transformer_zoo.training.adaptation.data import load_english_data, load_urdu_data
+    from transformer_zoo.training.adaptation.downstream import downstream_check
+    from transformer_zoo.training.adaptation.report import report_tables
+    from transformer_zoo.training.data.corpora import corpus_card_info
+    from transformer_zoo.training.adaptation.recipe import _train_config, build_parser
+    from transformer_zoo.training.engine.devices import create_accelerator
+    from transformer_zoo.training.engine.tasks import write_results
 
     bad = [flag for flag in overrides if flag.startswith("--") and not flag.startswith(("--downstream",
                                                                                        "--english_downstream",

@@ -6,10 +6,10 @@ pretraining, before/after report and a downstream check). Runs on one CPU, GPUs 
     accelerate launch recipes/domain_adapt.py --full          # the long preset
     accelerate launch recipes/domain_adapt.py --help          # every flag
 
-All logic lives in transformer_zoo.training.domain_adaptation (tested); this file only calls it.
+All logic lives in transformer_zoo.training.adaptation.recipe (tested); this file only calls it.
 """
 
-from transformer_zoo.training.domain_adaptation import main
+from transformer_zoo.training.adaptation.recipe import main
 
 
 if __name__ == "__main__":

@@ -5,10 +5,10 @@
     accelerate launch recipes/finetune.py --help              # every flag
     accelerate launch recipes/finetune.py --config recipes/configs/finetune-minilm-hadith-lora.yaml --seeds 1,2,3
 
-All logic lives in transformer_zoo.training.finetuning (tested); this file only calls it.
+All logic lives in transformer_zoo.training.finetune.recipe (tested); this file only calls it.
 """
 
-from transformer_zoo.training.finetuning import main
+from transformer_zoo.training.finetune.recipe import main
 
 
 if __name__ == "__main__":

@@ -5,10 +5,10 @@
     accelerate launch recipes/pretrain.py --help              # every flag
     accelerate launch recipes/pretrain.py --config recipes/configs/pretrain-encoder-mlm.yaml
 
-All logic lives in transformer_zoo.training.pretraining (tested); this file only calls it.
+All logic lives in transformer_zoo.training.pretrain.recipe (tested); this file only calls it.
 """
 
-from transformer_zoo.training.pretraining import main
+from transformer_zoo.training.pretrain.recipe import main
 
 
 if __name__ == "__main__":

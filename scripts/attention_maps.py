@@ -111,7 +111,7 @@ def build_inputs(args, model, folder):
     """Forward kwargs and the token labels of each stack's queries/keys."""
     import torch
 
-    from transformer_zoo.training.tokenization import load_tokenizer
+    from transformer_zoo.training.data.tokenization import load_tokenizer
 
     config = model.config
     if config.model_type == "zoo_vit":

@@ -77,8 +77,8 @@ def load_model_and_tokenizer(spec: str, train_texts: list[str], seed: int):
         convert_model,
         load_source_model,
     )
-    from transformer_zoo.training.finetuning_models import minilm_folder
-    from transformer_zoo.training.tokenization import train_tokenizer
+    from transformer_zoo.training.finetune.models import minilm_folder
+    from transformer_zoo.training.data.tokenization import train_tokenizer
 
     if spec == "minilm":
         folder = minilm_folder()
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         plot_probe_accuracy,
         probe_layers,
     )
-    from transformer_zoo.training.corpora import load_corpus
+    from transformer_zoo.training.data.corpora import load_corpus
 
     started = time.perf_counter()
     corpus = load_corpus(args.dataset, max_examples=args.max_examples, validation_fraction=0.0,

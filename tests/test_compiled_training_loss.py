@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from transformer_zoo import ZooDecoderConfig, ZooDecoderForCausalLM, ZooEncoderConfig, ZooEncoderForMaskedLM
-from transformer_zoo.training.devices import create_accelerator, training_loss
-from transformer_zoo.training.evaluation import make_loss_fn
-from transformer_zoo.training.loop import TrainingConfig
+from transformer_zoo.training.engine.devices import create_accelerator, training_loss
+from transformer_zoo.training.engine.evaluation import make_loss_fn
+from transformer_zoo.training.engine.loop import TrainingConfig
 
 
 def logits_shaped_fills(step, shape) -> int:

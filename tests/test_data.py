@@ -26,8 +26,8 @@ from transformer_zoo import (
     ZooViTForImageClassification,
     ZooViTImageProcessor,
 )
-from transformer_zoo.training.corpora import BUILTIN_CORPORA, HADITH_LABELS, corpus_card_info, load_corpus
-from transformer_zoo.training.features import (
+from transformer_zoo.training.data.corpora import BUILTIN_CORPORA, HADITH_LABELS, corpus_card_info, load_corpus
+from transformer_zoo.training.data.features import (
     align_word_labels,
     check_labels,
     classification_features,
@@ -35,7 +35,7 @@ from transformer_zoo.training.features import (
     token_classification_features,
     translation_features,
 )
-from transformer_zoo.training.objectives import (
+from transformer_zoo.training.data.objectives import (
     IGNORE_INDEX,
     causal_lm_collator,
     check_sequence_length,
@@ -46,7 +46,7 @@ from transformer_zoo.training.objectives import (
     random_spans_noise_mask,
     span_corruption,
 )
-from transformer_zoo.training.tokenization import check_tokenizer_matches, train_tokenizer
+from transformer_zoo.training.data.tokenization import check_tokenizer_matches, train_tokenizer
 
 
 SPLITS = ["train", "validation", "test"]
@@ -549,7 +549,7 @@ def test_features_mark_the_rows_max_length_cut(wordpiece, bpe):
     """Each marked row is one whose tokens without the limit do not fit in it; the rest are whole."""
     from transformers import BatchEncoding
 
-    from transformer_zoo.training.features import take_truncation_counts, truncated_rows
+    from transformer_zoo.training.data.features import take_truncation_counts, truncated_rows
 
     texts = ["now fair hippolyta our nuptial hour draws on apace", "now", "fair hippolyta"]
     whole = [len(ids) for ids in wordpiece(texts)["input_ids"]]

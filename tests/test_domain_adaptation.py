@@ -9,8 +9,8 @@ import torch
 
 from transformer_zoo import ZooDecoderConfig, ZooDecoderForCausalLM, ZooEncoderConfig, ZooEncoderForMaskedLM
 from transformer_zoo.text.tokenizer_stats import tokenizer_statistics
-from transformer_zoo.training.adaptation_report import fine_tuning_name
-from transformer_zoo.training.domain_adaptation import (
+from transformer_zoo.training.adaptation.report import fine_tuning_name
+from transformer_zoo.training.adaptation.recipe import (
     MaskedPositionsLM,
     apply_lora,
     build_parser,
@@ -20,8 +20,8 @@ from transformer_zoo.training.domain_adaptation import (
     resize_and_initialise,
     train_tokenizer_like,
 )
-from transformer_zoo.training.corpora import load_corpus
-from transformer_zoo.training.tokenization import train_tokenizer
+from transformer_zoo.training.data.corpora import load_corpus
+from transformer_zoo.training.data.tokenization import train_tokenizer
 
 
 ENGLISH = ["the cat sat on the mat", "a dog ran in the park", "we read books at night", "she has a red hat",
@@ -256,7 +256,7 @@ def test_tiny_end_to_end_adaptation(tmp_path, english_wordpiece):
     assert set(downstream) >= {"unadapted", "adapted", "comparison", "sizes", "majority_baseline"}
     assert downstream["comparison"]["spread"] is None and "spread is unknown" in downstream["comparison"]["verdict"]
     assert set(downstream["majority_baseline"]) == {"accuracy", "macro_f1"}
-    from transformer_zoo.training.adaptation_downstream import native_bf16
+    from transformer_zoo.training.adaptation.downstream import native_bf16
 
     assert downstream["protocol"]["precision"] == ("bf16" if native_bf16(torch.device("cpu")) else "no")
     assert downstream["protocol"]["stopping_metric"] == "eval_loss"
@@ -319,7 +319,7 @@ def test_tiny_decoder_adaptation_with_lora_and_bpe(tmp_path):
 def test_a_token_without_old_pieces_starts_at_the_mean_of_all_rows():
     # SmolLM2's byte-level vocabulary lacks the byte symbols that never occur in UTF-8; an Urdu BPE trained on the
     # full byte alphabet adds them, and the old BPE model spells them with no piece at all.
-    from transformer_zoo.training.domain_adaptation import VocabularyExtension
+    from transformer_zoo.training.adaptation.recipe import VocabularyExtension
 
     english_bpe = train_tokenizer(ENGLISH, kind="bpe", vocab_size=300, show_progress=False)
     assert old_pieces(english_bpe, "ک", "BPE") == []  # a raw Urdu letter is no symbol of a byte-level vocabulary
@@ -517,7 +517,7 @@ def test_downstream_fine_tunes_in_parallel_processes_match_one_at_a_time(tmp_pat
 
 
 def test_downstream_jobs_flag_refuses_nonsense():
-    from transformer_zoo.training.adaptation_arguments import build_parser as adaptation_parser
+    from transformer_zoo.training.adaptation.arguments import build_parser as adaptation_parser
 
     with pytest.raises(SystemExit):
         adaptation_parser().parse_args(["--downstream_jobs", "0"])
@@ -530,7 +530,7 @@ def test_stratified_subset_is_datasets_own_stratified_split_row_for_row(count, s
     train_test_split's, also on a dataset reordered by an indices mapping."""
     import datasets
 
-    from transformer_zoo.training.adaptation_data import stratified_subset
+    from transformer_zoo.training.adaptation.data import stratified_subset
 
     corpus = load_corpus("hadith-ur", seed=0)
     for dataset in (corpus["validation"], corpus["validation"].shuffle(seed=5).select(range(2000))):

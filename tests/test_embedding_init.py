@@ -1,4 +1,4 @@
-"""Initialisation of new vocabulary rows (transformer_zoo.training.embedding_init through resize_and_initialise):
+"""Initialisation of new vocabulary rows (transformer_zoo.training.adaptation.embedding_init through resize_and_initialise):
 transformers' random resizing, FOCUS through deepfocus, and trans-tokenization through eflomal alignments. Old rows
 never change; every new row comes from the named source, checked against a hand computation where one exists."""
 
@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from transformer_zoo.training import embedding_init
-from transformer_zoo.training.vocabulary_extension import extend_tokenizer, resize_and_initialise, train_tokenizer_like
+from transformer_zoo.training.adaptation.vocabulary_extension import extend_tokenizer, resize_and_initialise, train_tokenizer_like
 
 from test_domain_adaptation import ENGLISH, URDU_WORDS, tiny_mlm, urdu_sentences
 
-from transformer_zoo.training.tokenization import train_tokenizer
+from transformer_zoo.training.data.tokenization import train_tokenizer
 
 # Word-for-word "translations" with a fixed word order, so that an aligner has a clear signal.
 LEXICON = dict(zip(URDU_WORDS[:12], ["book", "water", "boy", "girl", "house", "school", "friend", "food", "market",
@@ -76,7 +76,7 @@ def test_trans_tokenization_rows_are_alignment_weighted_means(setting, monkeypat
     vocab = english.get_vocab()
     first, second = extension.new_tokens[0], extension.new_tokens[1]
     counts = {first: collections.Counter({vocab["book"]: 3, vocab["tree"]: 1}), second: collections.Counter()}
-    monkeypatch.setattr("transformer_zoo.training.vocabulary_extension.align_pieces", lambda *a, **k: counts)
+    monkeypatch.setattr("transformer_zoo.training.adaptation.vocabulary_extension.align_pieces", lambda *a, **k: counts)
     report = resize_and_initialise(model, extension, english, "trans-tokenization", parallel_pairs=[("a", "b")],
                                    trained=trained)
     weight = model.get_input_embeddings().weight

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from transformer_zoo import ZooEncoderConfig, ZooEncoderForSequenceClassification
-from transformer_zoo.training.devices import create_accelerator
-from transformer_zoo.training.evaluation import evaluate, length_sorted_indices
-from transformer_zoo.training.loop import TrainingConfig
-from transformer_zoo.training.tasks import classification_metrics, classification_predict_step
+from transformer_zoo.training.engine.devices import create_accelerator
+from transformer_zoo.training.engine.evaluation import evaluate, length_sorted_indices
+from transformer_zoo.training.engine.loop import TrainingConfig
+from transformer_zoo.training.engine.tasks import classification_metrics, classification_predict_step
 
 
 def _pad_collate(examples):

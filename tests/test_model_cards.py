@@ -26,7 +26,7 @@ from transformer_zoo.model_cards import (
     scrub_local_paths,
     validate_model_card,
 )
-from transformer_zoo.training.reporting import count_parameters
+from transformer_zoo.training.reports.records import count_parameters
 
 
 FAMILIES = {

@@ -20,7 +20,7 @@ from transformer_zoo import (
     ZooViTConfig,
     ZooViTForImageClassification,
 )
-from transformer_zoo.training.evaluation import make_loss_fn
+from transformer_zoo.training.engine.evaluation import make_loss_fn
 
 
 # float32 rounding of a reordered matrix product, accumulated through two layers and a backward pass.

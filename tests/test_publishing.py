@@ -172,7 +172,7 @@ def test_lora_adapter_publishes_as_peft_adapter_of_the_base(hub, trained, tmp_pa
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from transformer_zoo.training.reporting import write_model_card
+    from transformer_zoo.training.reports.records import write_model_card
 
     folder, _ = trained
     if "alice/tiny-gpt-base" not in hub.state.repos:

@@ -20,7 +20,7 @@ from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoModelF
 from transformer_zoo.export import export_checkpoint
 from transformer_zoo import ZooEncoderConfig, ZooEncoderForSequenceClassification
 from transformer_zoo.training import finetuning, finetuning_models, pretraining
-from transformer_zoo.training.reporting import read_jsonl
+from transformer_zoo.training.reports.records import read_jsonl
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -367,7 +367,7 @@ def test_finetune_scores_translations_against_the_raw_references(tmp_path, data_
 
 
 def test_translation_metrics_prefer_the_given_references():
-    from transformer_zoo.training.tasks import translation_metrics
+    from transformer_zoo.training.engine.tasks import translation_metrics
 
     outputs = {"predictions": ["the cat sat on the mat", "a dog ran in the park"],
                "references": ["the cat sat", "a dog ran"]}
@@ -381,7 +381,7 @@ def test_translation_metrics_prefer_the_given_references():
 def test_finetune_converts_a_transformers_checkpoint_on_the_fly(tmp_path, data_dir):
     from transformers import BertConfig, BertModel
 
-    from transformer_zoo.training.tokenization import train_tokenizer
+    from transformer_zoo.training.data.tokenization import train_tokenizer
 
     texts = [line for line in (data_dir / "text.txt").read_text().splitlines()]
     tokenizer = train_tokenizer(texts, kind="wordpiece", vocab_size=300, show_progress=False)
@@ -443,7 +443,7 @@ def test_tokenizer_that_does_not_fit_the_model_is_refused(tmp_path, data_dir, ca
     model_dir = tmp_path / "tiny"
     ZooEncoderForSequenceClassification(ZooEncoderConfig.from_preset("tiny")).save_pretrained(
         model_dir)
-    from transformer_zoo.training.tokenization import train_tokenizer
+    from transformer_zoo.training.data.tokenization import train_tokenizer
 
     tokenizer = train_tokenizer((data_dir / "text.txt").read_text().splitlines(), kind="wordpiece", vocab_size=500,
                                 show_progress=False)
@@ -536,7 +536,7 @@ def test_repeated_or_negative_seeds_are_refused(tmp_path, data_dir, capsys):
 
 
 def test_a_model_folder_without_a_tokenizer_names_the_flag(tmp_path):
-    from transformer_zoo.training.tokenization import load_tokenizer
+    from transformer_zoo.training.data.tokenization import load_tokenizer
 
     with pytest.raises(ValueError, match="has no tokenizer that loads .*; pass --tokenizer"):
         load_tokenizer(None, str(tmp_path))

@@ -18,14 +18,14 @@ import torch
 
 from transformer_zoo import ZooDecoderConfig, ZooDecoderForCausalLM, ZooEncoderConfig, ZooEncoderForMaskedLM
 from transformer_zoo.training import checkpointing
-from transformer_zoo.training.checkpointing import latest_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
-from transformer_zoo.training.cli import RecipeArgumentParser, add_training_arguments, training_config_from_args
-from transformer_zoo.training.data_order import epoch_order, micro_batch_stream
-from transformer_zoo.training.devices import create_accelerator
-from transformer_zoo.training.evaluation import evaluate, make_loss_fn, shard_range
-from transformer_zoo.training.loop import TrainingConfig, train
-from transformer_zoo.training.optim import build_optimizer, build_scheduler, no_decay_parameter_names, parameter_groups
-from transformer_zoo.training.reporting import (
+from transformer_zoo.training.engine.checkpointing import latest_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
+from transformer_zoo.training.engine.cli import RecipeArgumentParser, add_training_arguments, training_config_from_args
+from transformer_zoo.training.data.data_order import epoch_order, micro_batch_stream
+from transformer_zoo.training.engine.devices import create_accelerator
+from transformer_zoo.training.engine.evaluation import evaluate, make_loss_fn, shard_range
+from transformer_zoo.training.engine.loop import TrainingConfig, train
+from transformer_zoo.training.engine.optim import build_optimizer, build_scheduler, no_decay_parameter_names, parameter_groups
+from transformer_zoo.training.reports.records import (
     MetricsLog,
     count_parameters,
     plot_training_curves,
@@ -133,7 +133,7 @@ def test_the_fused_adamw_makes_the_default_update():
     state = fused.state[next(fused_model.parameters())]["exp_avg_sq"]
     torch.testing.assert_close(state, plain.state[next(plain_model.parameters())]["exp_avg_sq"], rtol=1e-10, atol=1e-15)
     # Where the kernel does not apply, the default implementation is kept.
-    from transformer_zoo.training.optim import fused_adamw_applies
+    from transformer_zoo.training.engine.optim import fused_adamw_applies
 
     assert not fused_adamw_applies([torch.nn.Parameter(torch.zeros(2, dtype=torch.float64).to_sparse())])
     assert not fused_adamw_applies([])
@@ -371,7 +371,7 @@ def test_gradient_accumulation_matches_a_larger_batch(tmp_path):
 def test_a_step_that_makes_the_weights_non_finite_stops_the_run(tmp_path):
     """A NaN gradient (here injected at the 5th micro-batch) would be applied, and every later step, evaluation and
     checkpoint would be of a NaN model; the run stops at that step, naming the last checkpoint that is intact."""
-    from transformer_zoo.training.loop import TrainingDiverged
+    from transformer_zoo.training.engine.loop import TrainingDiverged
 
     calls = []
 
@@ -434,7 +434,7 @@ def test_early_stopping_keeps_and_reloads_the_best_model(tmp_path):
 
 
 def test_a_best_final_evaluation_is_kept_in_memory_not_written_and_read_back(tmp_path, monkeypatch):
-    import transformer_zoo.training.loop as loop
+    import transformer_zoo.training.engine.loop as loop
 
     scores = iter([0.5, 0.9])  # the last evaluation is the best
     calls = {"save": 0, "load": 0}
@@ -576,8 +576,8 @@ def test_evaluation_runs_each_batch_once_when_the_predict_step_reads_the_outputs
     from accelerate import Accelerator
 
     from transformer_zoo import ZooEncoderForSequenceClassification
-    from transformer_zoo.training.evaluation import evaluate
-    from transformer_zoo.training.tasks import classification_metrics, classification_predict_step
+    from transformer_zoo.training.engine.evaluation import evaluate
+    from transformer_zoo.training.engine.tasks import classification_metrics, classification_predict_step
 
     torch.manual_seed(0)
     model = ZooEncoderForSequenceClassification(ZooEncoderConfig.from_preset("tiny", num_labels=3)).eval()

@@ -15,9 +15,9 @@ import torch
 from safetensors.torch import save_file
 
 from transformer_zoo import ZooSeq2SeqConfig, ZooSeq2SeqForConditionalGeneration
-from transformer_zoo.training.corpora import corpus_card_info, load_corpus
-from transformer_zoo.training.parallel_corpora import SWORD_ROOT, bible_pairs, osis_to_text
-from transformer_zoo.training.tokenization import train_tokenizer
+from transformer_zoo.training.data.corpora import corpus_card_info, load_corpus
+from transformer_zoo.training.data.parallel_corpora import SWORD_ROOT, bible_pairs, osis_to_text
+from transformer_zoo.training.data.tokenization import train_tokenizer
 from transformer_zoo.translation import (RetrievalBaseline, average_checkpoints, average_state_dicts,
                                          copy_baseline, corpus_scores, token_batches, translate)
 from transformer_zoo.translation.training import encode_pairs, evaluate_loss, train_translation

@@ -100,7 +100,7 @@ def test_the_report_counts_early_stops_and_last_step_peaks():
 
 
 def test_the_study_protocol_is_the_recipes_flags_with_its_longer_full_fine_tuning():
-    from transformer_zoo.training.domain_adaptation import build_parser
+    from transformer_zoo.training.adaptation.recipe import build_parser
 
     protocol = study_module.current_protocol("default")
     defaults = build_parser().parse_args([])
@@ -109,7 +109,7 @@ def test_the_study_protocol_is_the_recipes_flags_with_its_longer_full_fine_tunin
     assert (defaults.downstream_epochs, defaults.downstream_patience) == (4.0, 3)
     assert protocol["eval_steps"] == defaults.downstream_eval_steps
     # The study fine-tunes every weight (the recipe's default check is LoRA), at the recipe's rate for that mode.
-    from transformer_zoo.training.adaptation_arguments import DOWNSTREAM_LEARNING_RATES
+    from transformer_zoo.training.adaptation.arguments import DOWNSTREAM_LEARNING_RATES
 
     assert protocol["mode"] == "full" and defaults.downstream_mode == "lora"
     assert protocol["learning_rate"] == DOWNSTREAM_LEARNING_RATES["full"]
@@ -124,7 +124,7 @@ def test_every_arm_passes_only_flags_its_run_reads(budget):
     """The recipe refuses a flag it would ignore (downstream settings with --downstream false, LoRA settings with
     --mode full): every arm's command line must pass that check, and parse."""
     from transformer_zoo.training import adaptation_arguments
-    from transformer_zoo.training.cli import check_flags_apply
+    from transformer_zoo.training.engine.cli import check_flags_apply
 
     for arm in study_module.ARMS:
         for english_task in (False, True):
@@ -155,7 +155,7 @@ def test_redo_downstream_follows_the_order_of_tasks(tmp_path, monkeypatch):
 
 
 def test_the_study_names_the_recipe_default():
-    from transformer_zoo.training.domain_adaptation import build_parser
+    from transformer_zoo.training.adaptation.recipe import build_parser
 
     defaults = build_parser().parse_args([])
     assert defaults.mode == "lora" and defaults.extend_vocab == "auto" and defaults.embedding_init == "mean"

@@ -1,4 +1,4 @@
-"""A small, deterministic use of `transformer_zoo.training.loop.train`, run as a subprocess by the tests (resume after
+"""A small, deterministic use of `transformer_zoo.training.engine.loop.train`, run as a subprocess by the tests (resume after
 SIGKILL, several processes under `accelerate launch`). Not a test module itself.
 
     python tests/training_script.py OUTPUT_DIR [--max_steps N] [--per_device_batch_size B] [--save_steps S]
@@ -16,9 +16,9 @@ import sys
 import torch
 
 from transformer_zoo import ZooDecoderConfig, ZooDecoderForCausalLM
-from transformer_zoo.training.devices import create_accelerator
-from transformer_zoo.training.evaluation import evaluate
-from transformer_zoo.training.loop import TrainingConfig, train
+from transformer_zoo.training.engine.devices import create_accelerator
+from transformer_zoo.training.engine.evaluation import evaluate
+from transformer_zoo.training.engine.loop import TrainingConfig, train
 
 
 def weights_digest(model: torch.nn.Module) -> str:

@@ -103,52 +103,79 @@ class ZooConfig(PreTrainedConfig):
     # Which position schemes this family accepts (ViT overrides).
     POSITION_TYPES: ClassVar[tuple[str, ...]] = TOKEN_POSITION_TYPES
 
+    # Width of every token vector (d_model).
     hidden_size: int = 768
+    # Query heads per attention layer; head_dim defaults to hidden_size // num_attention_heads.
     num_attention_heads: int = 12
     # None = as many key/value heads as query heads (MHA); 1 = MQA; in between = GQA.
     num_key_value_heads: int | None = None
     # None = hidden_size // num_attention_heads, resolved at construction (transformers' RoPE set-up, caches and
     # generation utilities read config.head_dim, as LlamaConfig resolves it).
     head_dim: int | None = None
+    # Width of the feed-forward layer (d_ff); for gated activations, of each of its two input projections.
     intermediate_size: int = 3072
+    # Feed-forward activation: any transformers activation (relu, gelu, gelu_new, silu, ...) or a gated one (swiglu,
+    # geglu, reglu; Shazeer 2020).
     hidden_act: str = "gelu"
+    # Longest sequence the model is built for: the learned position table's length, and the limit inputs are checked
+    # against.
     max_position_embeddings: int = 512
+    # How order enters: sinusoidal | learned (added to the embeddings), rope (rotates queries and keys), alibi |
+    # relative (a score bias), none (NoPE); ViT: learned | sincos2d | none.
     position_embedding_type: str = "learned"
+    # RoPE's base (Su et al. 2021); only read with position_embedding_type="rope".
     rope_theta: float = 10000.0
+    # T5 relative-position buckets (Raffel et al. 2020); only read with position_embedding_type="relative".
     relative_attention_num_buckets: int = 32
+    # Distance beyond which T5 relative positions share the last bucket.
     relative_attention_max_distance: int = 128
+    # pre: x + f(norm(x)) (GPT-2, Llama; stable when deep), post: norm(x + f(x)) (Vaswani et al., BERT).
     norm_position: str = "post"
+    # layernorm or rmsnorm (Zhang & Sennrich 2019: no centring, no bias).
     norm_type: str = "layernorm"
+    # The epsilon of every norm.
     layer_norm_eps: float = 1e-12
+    # Whether LayerNorms have a bias (RMSNorm never has one).
     norm_bias: bool = True
+    # Biases on the query, key, value and output projections.
     attention_bias: bool = True
+    # Biases on the feed-forward projections.
     mlp_bias: bool = True
     # A norm applied to the summed embeddings (BERT, BART), independent of norm_position.
     embedding_norm: bool = False
     # Multiply token embeddings by sqrt(hidden_size), as Vaswani et al. do (section 3.4).
     scale_embedding: bool = False
+    # Dropout on the summed embeddings (Vaswani et al. 5.4: P_drop = 0.1 for base).
     embedding_dropout: float = 0.1
+    # Dropout on the attention probabilities.
     attention_dropout: float = 0.1
+    # Dropout on each sublayer's output before the residual add.
     hidden_dropout: float = 0.1
+    # Dropout before a classification head; None = hidden_dropout.
     classifier_dropout: float | None = None
     # Where dropout masks come from on CPU: "pcg64" (numpy's PCG64, seeded from torch's generator; several times
     # faster) or "torch" (PyTorch's own masks). The same Bernoulli mask either way (modeling_zoo_dropout.py).
     dropout_sampler: str = "pcg64"
+    # Standard deviation of the normal initialisation of weights.
     initializer_range: float = 0.02
-    # Efficient attention (README "Efficient attention"). attention_variant: full | sliding_window | linformer |
-    # performer; the other fields only matter for their variant. attention_window: keys visible on each side
-    # (sliding_window); global_attention_indices: slots (0 = first token, e.g. [CLS]) that attend to and are attended
-    # by every token. linformer_k: projected length; linformer_max_length: longest sequence (None =
-    # max_position_embeddings); linformer_sharing: head | layer | key_value. performer_features: random features per
-    # layer; performer_redraw_interval: redraw every N training forwards (0 = never); performer_seed: their seed.
+    # Self-attention variant (docs/efficient-attention.md): full (exact, through attn_implementation) | sliding_window
+    # | linformer | performer. The fields below only matter for their variant.
     attention_variant: str = "full"
+    # sliding_window: keys visible on each side of a query.
     attention_window: int = 256
+    # sliding_window: slots (0 = first token, e.g. [CLS]) that attend to and are attended by every token.
     global_attention_indices: list[int] | None = None
+    # linformer: the length keys and values are projected to (Wang et al. 2020).
     linformer_k: int = 256
+    # linformer: the longest sequence (None = max_position_embeddings).
     linformer_max_length: int | None = None
+    # linformer: which projections are shared: head | layer | key_value.
     linformer_sharing: str = "layer"
+    # performer: random features per layer (Choromanski et al. 2021).
     performer_features: int = 256
+    # performer: redraw the features every N training forwards (0 = never).
     performer_redraw_interval: int = 0
+    # performer: the seed of the random features.
     performer_seed: int = 0
     # Attention heads removed by physical pruning (transformer_zoo.analysis.heads.prune_heads), as transformers'
     # `pruned_heads` used to be: attention -> original indices of the removed query heads. The attention is a layer
@@ -493,11 +520,17 @@ class ZooConfig(PreTrainedConfig):
 class ZooTextConfig(ZooConfig):
     """Fields of the families that read token ids (encoder, decoder, encoder-decoder)."""
 
+    # Number of token ids the embedding (and the language-model head) has rows for.
     vocab_size: int = 30522
+    # Share the input embedding with the output projection (Vaswani et al. 3.4; Press & Wolf 2017).
     tie_word_embeddings: bool = True
+    # Return and reuse the key/value cache when decoding (transformers' caches).
     use_cache: bool = True
+    # Padding id: its embedding row gets no gradient; None = no padding row.
     pad_token_id: int | None = 0
+    # Beginning-of-sequence id, for generation.
     bos_token_id: int | None = None
+    # End-of-sequence id (or ids): generation stops on it.
     eos_token_id: int | list[int] | None = None
     # On CPU in float32, language-model heads write their logits into rows padded to a whole number of cache lines
     # when vocab_size is not a multiple of 16: the same values (`logits` is a view, its row stride the padded width),

@@ -47,7 +47,9 @@ class ZooSeq2SeqConfig(ZooTextConfig):
 
     vocab_size: int = 37000
     hidden_size: int = 512
+    # Blocks in the encoder stack (N = 6 in Vaswani et al.).
     encoder_layers: int = 6
+    # Blocks in the decoder stack.
     decoder_layers: int = 6
     num_attention_heads: int = 8
     intermediate_size: int = 2048
@@ -58,10 +60,12 @@ class ZooSeq2SeqConfig(ZooTextConfig):
     layer_norm_eps: float = 1e-6
     scale_embedding: bool = True
     attention_dropout: float = 0.0
+    # Always True: transformers' generation and caches read it.
     is_encoder_decoder: bool = True
     pad_token_id: int | None = 0
     bos_token_id: int | None = 1
     eos_token_id: int | list[int] | None = 2
+    # The id the decoder starts from when generating (and that shifted labels begin with).
     decoder_start_token_id: int | None = 1
     encoder_attention_heads: int | None = None
     decoder_attention_heads: int | None = None

@@ -42,6 +42,7 @@ class ZooViTConfig(ZooConfig):
     }
 
     hidden_size: int = 768
+    # Blocks in the stack.
     num_hidden_layers: int = 12
     num_attention_heads: int = 12
     intermediate_size: int = 3072

@@ -17,8 +17,8 @@ for PyTorch's own masks (e.g. to replay a run made before this sampler existed).
 Under torch.compile the mask is the custom operator `transformer_zoo::pcg64_keep_mask(seed, shape, p)`, which
 inductor calls as it is, with the seed drawn inside the graph. Left to itself inductor draws dropout masks in its
 generated C++ kernels, one Philox draw per element: a compiled dropout forward and backward took 19.9 ms on GPT-2-
-shaped attention probabilities (8 x 4 x 256 x 256) against 6.9 ms through the operator (`python
-benchmarks/dropout_sampler.py`). The seed is then drawn by inductor's own random number generator (itself seeded
+shaped attention probabilities (8 x 4 x 256 x 256) against 6.9 ms through the operator (the
+dropout_sampler probe, docs/speed.md). The seed is then drawn by inductor's own random number generator (itself seeded
 from torch's), so a compiled step draws other masks than the eager step for the same `torch.manual_seed`, and
 reproduces its own; under `aot_eager` or `torch._inductor.config.fallback_random` the graph draws the seeds from
 torch's generator, and its masks are exactly the eager ones.

@@ -7,7 +7,7 @@ stores, reads it far below the machine's bandwidth: at 32,000 x 256, float32, on
 the same product with the weight stored column-major (same values, same shape, transposed strides); 7.8 against
 2.5 ms at 50,257 x 256 and 13.6 against 7.7 ms at GPT-2 small's 50,257 x 768. From 4 to 128 rows the copy was
 1.05-1.5x faster at width 256 and 0.96-1.09x at 768 (this project's 2-core AMD EPYC, PyTorch with MKL;
-`python benchmarks/decoding_head_layout.py`, benchmarks/results/decoding_head_layout_cpu.json). In the compare_hf
+the decoding_head_layout probe, docs/speed.md, benchmarks/results/decoding_head_layout_cpu.json). In the compare_hf
 generation benchmark that product was over half of every generated token's time. transformers' models run it
 row-major.
 

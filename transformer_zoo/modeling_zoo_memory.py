@@ -8,7 +8,7 @@ at free. So a step that allocates a 262 MB logits buffer (8 x 256 tokens x 32,00
 them out again at the next step removes that work. A head's training step (product, cross-entropy, backward; 2,048
 tokens, width 256) took 1.19x less time eagerly and 1.14x compiled at a 32,000 vocabulary (128,020 minor page faults
 a step against 1), 1.07-1.19x and 1.06-1.14x at 50,257, 50,265 and 58,101; the zoo decoder's whole training step
-at compare_hf.py's Llama shape 1.16x and 1.11x, with the same bits (`python benchmarks/reused_logits_memory.py`,
+at compare_hf.py's Llama shape 1.16x and 1.11x, with the same bits (the reused_logits_memory probe, docs/speed.md,
 benchmarks/results/reused_logits_memory_cpu.json and .png). The CUDA caching allocator already does this on GPUs;
 PyTorch has no caching allocator for CPU tensors, and a process-wide allocator setting (README, "The memory
 allocator") is the user's to choose, so the heads keep their own two buffers.

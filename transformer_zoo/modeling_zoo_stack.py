@@ -221,7 +221,7 @@ class ZooStackMixin:
         # nothing to find, and passing it cost compiled steps their is_causal attention: under torch.compile that
         # search cannot be decided, so the mask came back as a [batch, 1, queries, keys] tensor and SDPA computed the
         # whole square instead of the causal triangle (tests/test_compiled_masks.py; 1.5x the attention time at 1,024
-        # tokens on CPU, benchmarks/compiled_causal_mask.py).
+        # tokens on CPU, the compiled_causal_mask probe, docs/speed.md).
         packing_positions = position_ids
         if position_ids is None:
             position_ids = torch.arange(query_length, device=inputs_embeds.device).unsqueeze(0) + past_length

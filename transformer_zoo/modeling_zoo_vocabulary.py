@@ -6,7 +6,7 @@ product slower than the same product written into rows padded to a whole number 
 took 339 against 247 ms, 2,048 rows 606 against 505 ms on this project's 2-core AMD EPYC. A head's training step
 (product, cross-entropy, backward; 2,048 tokens, width 256) took 1.09-1.20x less time eagerly and 1.10-1.21x
 compiled, over vocabularies of 30,522, 50,257, 50,265 and 58,101; at 32,000, whose rows are aligned already and
-where both arms run the same code, 1.02 and 1.05, the noise of that run (`python benchmarks/row_aligned_logits.py`,
+where both arms run the same code, 1.02 and 1.05, the noise of that run (the row_aligned_logits probe, docs/speed.md,
 benchmarks/results/row_aligned_logits_cpu.json and .png). PyTorch allocates the output with exactly vocabulary
 columns, and inductor pads strides only on GPUs (`torch._inductor.config.disable_padding_cpu`), so the heads lay the
 rows out themselves.

@@ -119,8 +119,8 @@ def extract_layer_features(
 
 
 def train_probe(
-    features: np.ndarray, labels: Sequence[int] | np.ndarray, *, train_idx, test_idx, seed: int = 0,
-    max_iter: int = 2000,
+    features: np.ndarray, labels: Sequence[int] | np.ndarray, *, train_idx: Sequence[int],
+    test_idx: Sequence[int], seed: int = 0, max_iter: int = 2000,
 ) -> float:
     """Train a linear probe (standardised features -> logistic regression) and return its held-out accuracy.
 
@@ -196,8 +196,8 @@ def probe_layers(
     *,
     pooling: str = "mean",
     seed: int = 0,
-    train_idx=None,
-    test_idx=None,
+    train_idx: Sequence[int] | None = None,
+    test_idx: Sequence[int] | None = None,
     test_fraction: float = 0.25,
     batch_size: int = 32,
     max_length: int = 128,
@@ -205,7 +205,8 @@ def probe_layers(
     """Probe every layer of `model` for `labels`, with a control task and a majority baseline.
 
     Args:
-        train_idx, test_idx: the split (indices into `texts`); default: a stratified `test_fraction` split by `seed`.
+        train_idx: the training indices into `texts`; default: a stratified `test_fraction` split by `seed`.
+        test_idx: the held-out indices into `texts` (given with `train_idx`).
 
     Returns:
         One row per layer (0 = embedding output): `layer`, `probe_accuracy`, `control_accuracy`,

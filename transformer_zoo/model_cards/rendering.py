@@ -17,6 +17,7 @@ from pathlib import Path
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .citations import citations_for
+from .model_facts import ARCHITECTURE_FIELDS, count_parameters, format_number, training_compute_flops
 from .scrub import find_local_paths, find_tokens, scrub_local_paths
 
 
@@ -68,15 +69,9 @@ def template_name(model_type: str) -> str:
 
 
 # ================================================================================================ pieces
-def _format(value) -> str:
-    from ..training.reporting import _format_number
-
-    return _format_number(value)
-
-
 def _table(rows, header=("field", "value")) -> str:
     lines = [f"| {header[0]} | {header[1]} |", "|---|---|"]
-    lines += [f"| {key} | {_format(value)} |" for key, value in rows]
+    lines += [f"| {key} | {format_number(value)} |" for key, value in rows]
     return "\n".join(lines)
 
 
@@ -225,9 +220,9 @@ def _evaluation(card: dict, config) -> tuple[str, str, list[tuple[str, str, floa
     header = "| metric | " + " | ".join(evaluation) + (f" | {baseline_name} |" if baseline else " |")
     lines = [header, "|---" * (len(evaluation) + 1 + bool(baseline)) + "|"]
     for name in names:
-        cells = [_format(metrics[name]) if name in metrics else "" for metrics in evaluation.values()]
+        cells = [format_number(metrics[name]) if name in metrics else "" for metrics in evaluation.values()]
         if baseline:
-            cells.append(_format(baseline[name]) if name in baseline else "")
+            cells.append(format_number(baseline[name]) if name in baseline else "")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     triples = [(split, name, float(value)) for split, metrics in evaluation.items() for name, value in metrics.items()]
     return "\n".join(lines), note, triples
@@ -282,7 +277,7 @@ def _data_lines(data: dict) -> list[str]:
         if value in (None, "", [], {}):
             continue
         if isinstance(value, dict):
-            value = ", ".join(f"{k} {_format(v)}" for k, v in value.items())
+            value = ", ".join(f"{k} {format_number(v)}" for k, v in value.items())
         elif isinstance(value, (list, tuple)):
             value = ", ".join(str(v) for v in value)
         lines.append(f"**{labels.get(key, key)}**: {value}")
@@ -299,8 +294,7 @@ def card_languages(card: dict) -> list[str] | None:
 
 # ================================================================================================ the card
 def build_model_card(card: dict) -> ModelCard:
-    """The `ModelCard` for a run's `card` dict (keys: see `transformer_zoo.training.reporting.render_model_card`)."""
-    from ..training.reporting import ARCHITECTURE_FIELDS, count_parameters, training_compute_flops
+    """The `ModelCard` for a run's `card` dict (keys: see `transformer_zoo.training.reports.records.render_model_card`)."""
 
     model = card["model"]
     config = model.config
@@ -367,7 +361,7 @@ def build_model_card(card: dict) -> ModelCard:
         config_table=_table(config_rows) if config_rows else "",
         provenance=list(card.get("provenance") or []),
         notes=notes, data_lines=_data_lines(data), data_name=dataset_name or "the data described below",
-        tokens_seen=_format(tokens), is_image=is_image, tokenizer=card.get("tokenizer") or "",
+        tokens_seen=format_number(tokens), is_image=is_image, tokenizer=card.get("tokenizer") or "",
         procedure_table=_table(procedure_rows(hyper, hardware, training, flops), ("setting", "value")),
         run_table=_table(run_rows, ("quantity", "value")),
         hyperparameter_table=_table(sorted(hyper.items()), ("hyper-parameter", "value")) if hyper else "",

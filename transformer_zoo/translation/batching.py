@@ -21,7 +21,8 @@ def token_batches(source_lengths: Sequence[int], target_lengths: Sequence[int], 
     """Indices of the pairs, grouped into batches of at most `max_tokens` padded tokens on the longer side.
 
     Args:
-        source_lengths, target_lengths: token counts of each pair's source and target (with their special tokens).
+        source_lengths: token count of each pair's source (with its special tokens).
+        target_lengths: token count of each pair's target (with its special tokens).
         max_tokens: the budget per batch: rows x the longest sequence in the batch (source or target) stays within it.
         seed: shuffles the pairs before sorting within windows, and the batch order; None keeps a fixed,
             length-sorted order (evaluation).

@@ -4,7 +4,7 @@ Adam with betas (0.9, 0.98) and eps 1e-9 (5.3), the inverse-square-root schedule
 the peak given as a learning rate rather than d_model ** -0.5), label smoothing (5.4), token-count batches (5.1),
 and the average of the last checkpoints (6.1). Dropout is the model config's (5.4).
 
-Why not `transformer_zoo.training.loop.train` (the recipes' loop): that loop batches by a fixed number of examples
+Why not `transformer_zoo.training.engine.loop.train` (the recipes' loop): that loop batches by a fixed number of examples
 and keeps checkpoints on disk for resuming one long run; the reproduction trains many short runs in one process,
 each needing its last N weights in memory to average and a budget of tokens per batch. This loop reuses the recipes'
 optimiser and schedule builders and transformers' label-smoothed loss through the model's own `labels`.
@@ -111,7 +111,7 @@ def train_translation(model, features: PairFeatures, *, steps: int, max_tokens: 
     from tqdm.auto import tqdm
     from transformers.models.bart.modeling_bart import shift_tokens_right
 
-    from ..training.optim import build_optimizer, build_scheduler
+    from ..training.engine.optim import build_optimizer, build_scheduler
 
     if average_last > 1 and checkpoint_every < 1:
         raise ValueError("average_last > 1 needs checkpoint_every >= 1 (the steps between averaged checkpoints).")

