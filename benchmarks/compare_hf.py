@@ -136,7 +136,7 @@ def training_step(model, batch, compile_loss: bool = False):
         compiled_loss = torch.compile(loss)
 
         def loss(inputs):
-            # As the recipes' --compile does (training/devices.py: training_loss), for both sides: sizes that depend
+            # As the recipes' --compile does (training/engine/devices.py: training_loss), for both sides: sizes that depend
             # on the data are captured, so the zoo's masked-LM loss keeps to the labelled rows in the graph.
             with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
                 return compiled_loss(inputs)
@@ -186,7 +186,7 @@ def alternating_rounds(runs: dict, rounds: int, steps: int) -> dict[str, list[fl
     """Per run, its best-of-`steps` time in each of `rounds` rounds; the order of the runs reverses every round, so
     a drift in machine load hits them alike. Before each run (untimed) the zoo returns the head buffers it keeps
     between steps (modeling_zoo_memory.py): held while the peer runs, they made the peer's steps slower on this
-    machine (GPT-2-shaped, 3190 against 2440 ms with the same page faults; README "The memory allocator"), a cost a
+    machine (GPT-2-shaped, 3190 against 2440 ms with the same page faults; docs/speed.md, "The memory allocator"), a cost a
     peer in its own process would not pay. So each side runs with only its own memory, and the zoo's first step of a
     round takes its buffers afresh."""
     times = {name: [] for name in runs}

@@ -40,7 +40,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Targets: " + ", ".join(EXPORT_TARGETS) + ". README 'Deploy' lists which zoo configs export where.",
+        epilog="Targets: " + ", ".join(EXPORT_TARGETS) + ". docs/deploy.md lists which zoo configs export where.",
     )
     parser.add_argument("src", metavar="SRC", help="A zoo model folder, or a PEFT LoRA adapter folder trained on one.")
     parser.add_argument("out", metavar="OUT", help="Output folder (created if missing).")

@@ -12,6 +12,7 @@ What it renders, each from its source of truth:
 * docs/reference/bad-inputs.md: the bad-input catalogue, read from the cases of tests/test_bad_inputs.py;
 * docs/reference/data.md: the built-in corpora, their provenance, licences and caveats;
 * docs/reference/api/*.md: one API page per module group, a mkdocstrings directive for each public module;
+* with --figures, the tutorials' figures (docs/tutorials/figures), by running the tutorials;
 * the results table of README.md and docs/index.md (between `<!-- results:begin -->` and `<!-- results:end -->`),
   every number read from a committed result file.
 """
@@ -25,6 +26,7 @@ import importlib
 import inspect
 import io
 import json
+import os
 import pkgutil
 import re
 import runpy
@@ -357,6 +359,50 @@ def _with_results(text: str, table: str, link_prefix: str) -> str:
     return text[:begin] + "\n" + table.replace("LINK/", link_prefix) + text[end:]
 
 
+# ================================================================================================ tutorials
+FIGURE_LINK = re.compile(r"\]\(figures/([\w.-]+\.png)\)")
+
+
+def run_page(page: Path, folder: Path) -> None:
+    """Run every Python block of a Markdown page, in order and in one namespace, with `folder` as the working
+    directory. The folder gets links to docs/ and benchmarks/, so a page reads committed results as it would from
+    the repository root while whatever it writes lands in the folder."""
+    from sybil import Sybil
+    from sybil.parsers.markdown import PythonCodeBlockParser
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("docs", "benchmarks"):
+        if not (folder / name).exists():
+            (folder / name).symlink_to(ROOT / name, target_is_directory=True)
+    previous = Path.cwd()
+    os.chdir(folder)
+    try:
+        for example in Sybil(parsers=[PythonCodeBlockParser()]).parse(page).examples():
+            example.evaluate()
+    finally:
+        os.chdir(previous)
+        import matplotlib.pyplot as plt
+
+        plt.close("all")
+
+
+def render_tutorial_figures(pages: list[Path] | None = None) -> list[Path]:
+    """Run the tutorials and copy the figures they draw into docs/tutorials/figures (committed, shown by the site).
+    Not part of --check: the figures of pages that train are numbers of this machine, not of every machine."""
+    import shutil
+    import tempfile
+
+    written = []
+    for page in pages or sorted((DOCS / "tutorials").glob("[0-9][0-9]-*.md")):
+        with tempfile.TemporaryDirectory() as folder:
+            run_page(page, Path(folder))
+            for name in FIGURE_LINK.findall(page.read_text(encoding="utf-8")):
+                target = DOCS / "tutorials" / "figures" / name
+                shutil.copyfile(Path(folder) / name, target)
+                written.append(target)
+    return written
+
+
 # ================================================================================================ main
 def rendered() -> dict[Path, str]:
     """Every generated file (path -> its content)."""
@@ -378,7 +424,13 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 and name every generated file that is out of date")
+    parser.add_argument("--figures", action="store_true",
+                        help="also run every tutorial (a few minutes) and copy the figures it draws into "
+                             "docs/tutorials/figures")
     args = parser.parse_args(argv)
+    if args.figures and not args.check:
+        for path in render_tutorial_figures():
+            print(f"Drew {path.relative_to(ROOT).as_posix()}")
     stale = []
     for path, text in rendered().items():
         current = path.read_text(encoding="utf-8") if path.exists() else None

@@ -1,4 +1,4 @@
-"""Evaluation in length order (training/evaluation.py): batches of similar lengths carry less padding, the metrics
+"""Evaluation in length order (training/engine/evaluation.py): batches of similar lengths carry less padding, the metrics
 and the per-example predictions are those of dataset order, and predictions come back in dataset order."""
 
 import datasets

@@ -220,7 +220,7 @@ class ZooConfig(PreTrainedConfig):
             else:
                 close = difflib.get_close_matches(key, fields | BASE_CONFIG_KEYWORDS, n=1, cutoff=0.75)
                 hints.append(f"unknown field {key!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
-        return (f"{cls.__name__} got {'; '.join(hints)} (every field: the class docstring, README Configuration, "
+        return (f"{cls.__name__} got {'; '.join(hints)} (every field: the class docstring, docs/reference/configuration.md, "
                 f"or {cls.__name__}.__dataclass_fields__)")
 
     # ----------------------------------------------------------------------------------------------- loading

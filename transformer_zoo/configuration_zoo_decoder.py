@@ -25,7 +25,7 @@ class ZooDecoderConfig(ZooTextConfig):
     Decoder-specific fields:
         loss_chunk_size: when set, the causal-LM loss with labels is computed this many token rows at a time without
             materialising the (tokens x vocabulary) logits, and `logits` is None in that output. Same loss and
-            gradients; a memory lever for long sequences and large vocabularies, slower on CPU (README "Speed").
+            gradients; a memory lever for long sequences and large vocabularies, slower on CPU (docs/speed.md).
             None (default): the logits are computed and returned.
         decoding_head_copy: while `generate` decodes on CPU in float32, multiply by a column-major copy of the
             output projection (the same product, several times faster there; one extra copy of that weight in memory

@@ -4,7 +4,7 @@ Dropout keeps each element with probability 1 - p and scales the kept ones by 1 
 drawing the mask: PyTorch's CPU kernel draws one double-precision uniform per element from a single Mersenne-Twister
 stream (two 32-bit draws, serially, on one thread). For a 16 x 64 x 384 activation that took 2.0 ms here, ten times
 the multiply it gates, and a LoRA fine-tuning step of MiniLM (hidden and adapter dropout, 25 masks) spent about a
-fifth of its time in it (profiled with py-spy; README "Speed against transformers").
+fifth of its time in it (profiled with py-spy; docs/speed.md).
 
 The "pcg64" sampler draws the same Bernoulli(1 - p) mask from numpy's PCG64 generator (O'Neill 2014), 32 bits per
 element, seeded for every call with 62 bits drawn from torch's default generator: `torch.manual_seed`, saved RNG

@@ -151,7 +151,7 @@ class ChunkedLinearCrossEntropy(torch.autograd.Function):
     """sum over rows of cross_entropy(hidden @ weight.T, labels), computed `chunk_size` rows at a time so the
     (rows x vocabulary) logits never exist at once: the backward recomputes each chunk's logits. A memory lever for
     long sequences and large vocabularies, not a speed one (on CPU it measured 1.1-1.8x slower than the dense path;
-    README "Speed"). Rows whose label is `ignore_index` count zero. PyTorch has no such kernel for CPU; written here.
+    docs/speed.md). Rows whose label is `ignore_index` count zero. PyTorch has no such kernel for CPU; written here.
     """
 
     @staticmethod

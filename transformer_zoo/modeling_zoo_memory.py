@@ -10,7 +10,7 @@ tokens, width 256) took 1.19x less time eagerly and 1.14x compiled at a 32,000 v
 a step against 1), 1.07-1.19x and 1.06-1.14x at 50,257, 50,265 and 58,101; the zoo decoder's whole training step
 at compare_hf.py's Llama shape 1.16x and 1.11x, with the same bits (the reused_logits_memory probe, docs/speed.md,
 benchmarks/results/reused_logits_memory_cpu.json and .png). The CUDA caching allocator already does this on GPUs;
-PyTorch has no caching allocator for CPU tensors, and a process-wide allocator setting (README, "The memory
+PyTorch has no caching allocator for CPU tensors, and a process-wide allocator setting (docs/speed.md, "The memory
 allocator") is the user's to choose, so the heads keep their own two buffers.
 
 A buffer is handed out again only when nothing else holds its memory: not a view the caller kept (`outputs.logits`

@@ -3,7 +3,7 @@
     from transformer_zoo.export import export_checkpoint, export_model, choose_format
     export_checkpoint("runs/zoo-gpt2", "out/gpt2")            # auto: the architecture that expresses it exactly
 
-The command line is scripts/export_checkpoint.py; README "Deploy" has the table of which zoo configs export where.
+The command line is scripts/export_checkpoint.py; docs/deploy.md has the table of which zoo configs export where.
 """
 
 from .native import (

@@ -19,13 +19,13 @@ from .embedding_init import EMBEDDING_INITS
 
 # The best arm of docs/urdu/study.md that fits the 15-minute default: LoRA with the new rows trainable, the new rows
 # starting as the mean of their old pieces. Trans-tokenization ties it downstream and beats it in bits per byte, but
-# its alignment and full-weight training take the default run to about 18 minutes (the README says how measured).
+# its alignment and full-weight training take the default run to about 18 minutes (docs/urdu-adaptation.md says how measured).
 DEFAULT_MODE = "lora"
 DEFAULT_EMBEDDING_INIT = "mean"
 # The downstream fine-tunes' peak rate per --downstream_mode when --downstream_learning_rate is not given: 1e-4 is in
 # the range BERT-sized models are fully fine-tuned at; LoRA's adapters and fresh classifier need about 20 times that.
 DOWNSTREAM_LEARNING_RATES = {"full": 1e-4, "lora": 2e-3}
-# The --full preset (documented in --help and the README): the whole training split, a bigger Urdu vocabulary,
+# The --full preset (documented in --help and docs/urdu-adaptation.md): the whole training split, a bigger Urdu vocabulary,
 # more steps and a larger downstream slice (not timed here; hours on 2 CPU cores by the step times of the default).
 FULL_PRESET = dict(max_train_paragraphs=None, eval_paragraphs=1000, urdu_vocab_size=16000, max_steps=3000,
                    context_length=128, learning_rate=3e-4, eval_steps=500, save_steps=500, head_warmup_steps=200,
@@ -216,7 +216,7 @@ def build_parser() -> RecipeArgumentParser:
     downstream.add_argument("--downstream_batch_size", type=int, default=16, help="Fine-tuning batch size.")
     downstream.add_argument("--downstream_attention_dropout", type=float, default=0.0,
                             help="Attention-probability dropout while fine-tuning, the same for every model (0: "
-                            "PyTorch's fused CPU attention kernel; README 'Speed' has its measured accuracy effect).")
+                            "PyTorch's fused CPU attention kernel; docs/speed.md has its measured accuracy effect).")
 
     add_training_arguments(
         parser, output_dir="outputs/domain-adapt", max_steps=150, per_device_batch_size=16, learning_rate=1e-3,

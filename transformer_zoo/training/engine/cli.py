@@ -351,8 +351,8 @@ def add_training_arguments(parser: argparse.ArgumentParser, **defaults) -> None:
     run.add_argument("--compile", type=auto_or_bool, default=d["compile"],
                      help="torch.compile the training loss, model included (identical mathematics; graphs that fail "
                      "to compile run eagerly after a warning). 'auto' (default): on GPUs only. On this project's CPU "
-                     "the compiled step was no faster than the zoo's eager one (README 'Speed against "
-                     "transformers'); true turns it on anyway.")
+                     "the compiled step was no faster than the zoo's eager one (docs/speed.md); true turns it "
+                     "on anyway.")
     run.add_argument("--cpu_threads", default="auto",
                      help="CPU threads per process: 'auto' = the available cores divided by the processes on this "
                      "machine (`accelerate launch` alone would leave 1 thread on a machine without GPU), a number, "

@@ -113,8 +113,8 @@ def build_parser() -> RecipeArgumentParser:
     model.add_argument("--attention_dropout", type=float, default=None,
                        help="Set only the attention-probability dropout (after --dropout; default: the model's). "
                        "Its cost on CPUs: with dropout > 0 PyTorch's SDPA leaves its fused kernel for the math path "
-                       "(README 'Speed' has the measured step times); 0 makes training faster and changes the "
-                       "regularisation (its accuracy effect over seeds is in README 'Speed').")
+                       "(docs/speed.md has the measured step times); 0 makes training faster and changes the "
+                       "regularisation (its accuracy effect over seeds is in docs/speed.md).")
     model.add_argument("--dropout_sampler", choices=["pcg64", "torch"], default=None,
                        help="Where dropout masks are drawn on CPU: pcg64 (numpy's PCG64 seeded from torch's generator, several times faster) or torch (PyTorch's own masks, e.g. to replay a run made before pcg64). The same Bernoulli dropout either way; only the random stream differs (default: the model's config, pcg64 for new and converted models).")
     model.add_argument("--attn_implementation", default=None,

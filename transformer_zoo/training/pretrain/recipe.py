@@ -156,7 +156,7 @@ def build_parser() -> RecipeArgumentParser:
                        "(Vaswani et al. encoder-decoder), vit (Vision Transformer).")
     model.add_argument("--preset", default="tiny",
                        help="Named config preset of the family (e.g. tiny, gpt2, bert-base, transformer-base, "
-                       "vit-small); see the README.")
+                       "vit-small); docs/reference/configuration.md lists every preset.")
     model.add_argument("--model_overrides", default=DEFAULT_MODEL_OVERRIDES,
                        help="Config fields over the preset, as key=value,key=value (YAML: a mapping), e.g. "
                        "'position_embedding_type=rope,norm_position=pre'. '' keeps the preset as it is.")
@@ -165,7 +165,7 @@ def build_parser() -> RecipeArgumentParser:
     model.add_argument("--attention_dropout", type=float, default=None,
                        help="Set only the attention-probability dropout (after --dropout; default: the preset's). "
                        "Its cost on CPUs: with dropout > 0 PyTorch's SDPA leaves its fused kernel for the math path "
-                       "(README 'Speed' has the measured step times); 0 makes training faster and changes the "
+                       "(docs/speed.md has the measured step times); 0 makes training faster and changes the "
                        "regularisation.")
     model.add_argument("--dropout_sampler", choices=["pcg64", "torch"], default=None,
                        help="Where dropout masks are drawn on CPU: pcg64 (numpy's PCG64 seeded from torch's generator, several times faster) or torch (PyTorch's own masks, e.g. to replay a run made before pcg64). The same Bernoulli dropout either way; only the random stream differs (default: the model's config, pcg64 for new and converted models).")

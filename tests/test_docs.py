@@ -1,0 +1,180 @@
+"""The documentation cannot drift from the code: every Python code block of README.md and docs/ runs (Sybil; one
+namespace per page, blocks in order, in a temporary folder), every command in a shell block names a script, config
+file and flags that exist, the generated pages are up to date, and the site builds with strict link checking."""
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import render_docs  # scripts/ is not a package
+
+# Run artefacts kept as evidence (the committed runs' model cards, mkdocs.yml's exclude_docs) are not pages: their
+# usage snippets name the Hub repository the card was written for.
+PAGES = sorted([ROOT / "README.md", *(page for page in (ROOT / "docs").rglob("*.md")
+                                      if not page.relative_to(ROOT / "docs").as_posix().startswith("urdu/default-run"))])
+PAGES_WITH_CODE = [page for page in PAGES if "```python" in page.read_text(encoding="utf-8")]
+SHELL_BLOCK = re.compile(r"```(?:bash|sh|shell)\n(.*?)```", re.S)
+
+
+def _page_id(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
+
+
+@pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=_page_id)
+def test_every_python_block_of_the_page_runs(page, tmp_path):
+    # In a fresh folder (a block that saves a model writes there) linked to docs/ and benchmarks/ (a block that
+    # reads a committed result reads it as from the repository root).
+    render_docs.run_page(page, tmp_path)
+    for figure in render_docs.FIGURE_LINK.findall(page.read_text(encoding="utf-8")):
+        assert (tmp_path / figure).is_file(), f"{page.name} shows figures/{figure} but did not draw it"
+        assert (ROOT / "docs" / "tutorials" / "figures" / figure).is_file(), f"figures/{figure} is not committed"
+
+
+def test_every_tutorial_draws_a_figure():
+    tutorials = sorted((ROOT / "docs" / "tutorials").glob("[0-9][0-9]-*.md"))
+    assert len(tutorials) >= 10
+    assert [page.name for page in tutorials if not render_docs.FIGURE_LINK.search(page.read_text())] == []
+
+
+INLINE_COMMAND = re.compile(r"`((?:python|accelerate\s+launch|bash)\s[^`]+)`")
+# Probes retired from benchmarks/: the speed page's table names each, with the commit where it can still be read.
+RETIRED = set(re.findall(r"^\| `(\w+\.py)` \|", (ROOT / "docs" / "speed.md").read_text(encoding="utf-8"), re.M))
+
+
+def _shell_commands(page: Path) -> list[list[str]]:
+    """The commands of the page's shell blocks and of its inline code spans that run a command."""
+    commands = []
+    text = page.read_text(encoding="utf-8")
+    spans = [" ".join(span.split()) for span in INLINE_COMMAND.findall(text)]  # a span may wrap across lines
+    for block in SHELL_BLOCK.findall(text) + spans:
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split(" #", 1)[0].strip()
+            if not line or line.startswith("#"):
+                continue
+            for part in re.split(r"\s*(?:&&|\|\||;)\s*", line):
+                try:
+                    commands.append(shlex.split(part))
+                except ValueError:
+                    commands.append(part.split())
+    return commands
+
+
+def _script_and_flags(words: list[str]) -> tuple[str, list[str]] | None:
+    """(the repository script a command runs, the flags it passes), or None for other commands."""
+    if words[:2] == ["accelerate", "launch"]:
+        words = words[2:]
+        while words and words[0].startswith("--"):  # accelerate's own options (and their values)
+            words = words[2:] if len(words) > 1 and not words[1].startswith(("--", "recipes/")) else words[1:]
+        script = next((word for word in words if word.endswith(".py")), None)
+    elif words and words[0] in ("python", "bash") and len(words) > 1:
+        script = words[1]
+    else:
+        return None
+    if script is None or not script.startswith(("recipes/", "scripts/", "benchmarks/")):
+        return None
+    flags = [word.split("=", 1)[0] for word in words[words.index(script) + 1:] if word.startswith("--")]
+    return script, flags
+
+
+_PARSERS: dict[str, set[str]] = {}
+
+
+def _known_flags(script: str) -> set[str]:
+    if script not in _PARSERS:
+        command = next((cmd for cmd in render_docs.COMMANDS if cmd.endswith(script)), None)
+        target = render_docs.COMMANDS[command] if command else script
+        parser = render_docs.command_parser(target)
+        _PARSERS[script] = {option for action in parser._actions for option in action.option_strings}
+    return _PARSERS[script]
+
+
+@pytest.mark.parametrize("page", [page for page in PAGES if _shell_commands(page)], ids=_page_id)
+def test_every_command_in_a_shell_block_names_what_exists(page):
+    problems = []
+    for words in _shell_commands(page):
+        found = _script_and_flags(words)
+        if found is None:
+            continue
+        script, flags = found
+        if script.startswith("benchmarks/") and Path(script).name in RETIRED:
+            continue
+        if not (ROOT / script).is_file():
+            problems.append(f"{' '.join(words)}: no file {script}")
+            continue
+        for position, word in enumerate(words):
+            if word == "--config" and position + 1 < len(words) and not (ROOT / words[position + 1]).is_file():
+                problems.append(f"{' '.join(words)}: no config file {words[position + 1]}")
+        if script.endswith(".sh"):
+            continue
+        unknown = [flag for flag in flags if flag not in _known_flags(script)]
+        if unknown:
+            problems.append(f"{' '.join(words)}: {script} has no flag {', '.join(unknown)}")
+    assert problems == []
+
+
+def test_the_command_checker_catches_a_missing_flag_and_a_missing_script():
+    assert _script_and_flags(["accelerate", "launch", "--multi_gpu", "--num_processes", "2", "recipes/pretrain.py",
+                              "--max_steps", "50"]) == ("recipes/pretrain.py", ["--max_steps"])
+    assert "--max_steps" in _known_flags("recipes/pretrain.py")
+    assert "--max_stepz" not in _known_flags("recipes/pretrain.py")
+    assert _script_and_flags(["git", "clone", "x"]) is None
+    assert "allocators.py" in RETIRED and "compare_hf.py" not in RETIRED
+
+
+def test_the_generated_pages_are_up_to_date():
+    stale = [path.relative_to(ROOT).as_posix() for path, text in render_docs.rendered().items()
+             if not path.exists() or path.read_text(encoding="utf-8") != text]
+    assert stale == [], "run python scripts/render_docs.py"
+
+
+def test_the_results_table_quotes_the_committed_files():
+    table = render_docs.render_results()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert table.replace("LINK/", "docs/") in readme
+    translation = render_docs.json.loads((ROOT / "docs/reproduce/translation.json").read_text())
+    assert f"{translation['pairs']['bible-en-es']['test_bleu']:.2f}" in table
+
+
+def test_the_site_builds_with_strict_link_and_anchor_checks(tmp_path):
+    environment = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                            cwd=ROOT, capture_output=True, text=True, env=environment)
+    warnings = [line for line in result.stderr.splitlines() if line.startswith(("WARNING", "ERROR"))]
+    assert result.returncode == 0 and warnings == [], "\n".join(warnings) or result.stderr[-3000:]
+    assert (tmp_path / "site" / "reference" / "api" / "models" / "index.html").is_file()
+
+
+def test_the_api_reference_lists_every_public_module():
+    pages = "".join((ROOT / "docs" / "reference" / "api").joinpath(name).read_text() for name in
+                    os.listdir(ROOT / "docs" / "reference" / "api"))
+    missing = [module for module in render_docs.public_modules() if f"::: {module}\n" not in pages]
+    assert missing == []
+
+
+def test_the_readme_is_a_front_door():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250
+    assert "bash scripts/install.sh && accelerate launch recipes/finetune.py" in readme
+    assert "bash scripts/test.sh" in readme
+    linked = set(re.findall(r"\]\((docs/[^)#]+)", readme))
+    for page in ("getting-started.md", "recipes.md", "urdu-adaptation.md", "translation.md", "analysis.md",
+                 "efficient-attention.md", "deploy.md", "publishing.md", "speed.md", "reliability.md", "design.md",
+                 "contributing.md", "families.md"):
+        assert f"docs/{page}" in linked, page
+    assert all((ROOT / link).exists() for link in linked)
+
+
+def test_every_result_file_the_pages_cite_is_committed():
+    """A page that quotes a number names the result file it comes from; that file must exist."""
+    cited = {(page, match) for page in PAGES for match in re.findall(  # (a command's --output is not a citation)
+        r"(?<!--output )((?:benchmarks/results|docs/(?:reproduce|urdu|runs))/[\w./-]+\.(?:jsonl|json|png|txt|md))\b",
+        " ".join(page.read_text(encoding="utf-8").split()))}
+    assert len(cited) > 20
+    assert sorted(f"{_page_id(page)}: {path}" for page, path in cited if not (ROOT / path).exists()) == []
