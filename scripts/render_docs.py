@@ -12,6 +12,7 @@ What it renders, each from its source of truth:
 * docs/reference/bad-inputs.md: the bad-input catalogue, read from the cases of tests/test_bad_inputs.py;
 * docs/reference/data.md: the built-in corpora, their provenance, licences and caveats;
 * docs/reference/api/*.md: one API page per module group, a mkdocstrings directive for each public module;
+* the tables between `<!-- rendered: NAME -->` markers in any page (FRAGMENTS), from committed result files;
 * with --figures, the tutorials' figures (docs/tutorials/figures), by running the tutorials;
 * the results table of README.md and docs/index.md (between `<!-- results:begin -->` and `<!-- results:end -->`),
   every number read from a committed result file.
@@ -354,6 +355,81 @@ def render_results() -> str:
     return "\n".join(lines) + "\n"
 
 
+# ================================================================================================ fragments
+# A page quotes a rendered table between `<!-- rendered: NAME -->` and `<!-- /rendered -->`; render_docs rewrites
+# what is between them from the committed result file the function reads.
+FRAGMENT = re.compile(r"(<!-- rendered: ([\w-]+) -->\n)(.*?)(<!-- /rendered -->)", re.S)
+PEERS = {"gpt2": "GPT-2", "llama": "Llama", "bert": "BERT MLM", "marian": "Marian", "bart": "BART",
+         "nanogpt": "nanoGPT-style", "vit": "ViT"}
+
+
+def _markdown_tables(text: str) -> list[str]:
+    tables, current = [], []
+    for line in text.splitlines():
+        if line.startswith("|"):
+            current.append(line)
+        elif current:
+            tables.append("\n".join(current))
+            current = []
+    return tables + (["\n".join(current)] if current else [])
+
+
+def _speed_table(result_file: str) -> str:
+    """The side-by-side table of a benchmarks/compare_hf.py result: step times, speed-up (bold at 1.1 and above),
+    the spread of the rounds' speed-ups, and generation (or inference) times."""
+    record = json.loads((ROOT / result_file).read_text())
+    lines = ["| peer | attention | train step zoo / peer (ms) | train speed-up | the rounds' speed-ups | "
+             "generate 64 tokens or infer, zoo / peer (ms) | speed-up |", "|---|---|---|---|---|---|---|"]
+
+    def bold(value):
+        return f"**{value:.2f}**" if value >= 1.1 else f"{value:.2f}"
+
+    for row in record["rows"]:
+        train = row["train"]
+        rounds = [peer / zoo for zoo, peer in zip(train["rounds"]["zoo"], train["rounds"]["peer"])]
+        attention = row["attn"] + (f" + compile ({row.get('compile_target', 'model')})" if row["compile"] else "")
+        other, kind = (row["generate"], "generate") if "generate" in row else (row.get("infer"), "infer")
+        second = (f"{other['zoo_s'] * 1000:.0f} / {other['peer_s'] * 1000:.0f} ({kind}) | {bold(other['speedup'])}"
+                  if other else "— | —")
+        lines.append(f"| {PEERS.get(row['family'], row['family'])} | {attention} | {train['zoo_s'] * 1000:.0f} / "
+                     f"{train['peer_s'] * 1000:.0f} | {bold(train['speedup'])} | {min(rounds):.2f}–{max(rounds):.2f} "
+                     f"| {second} |")
+    return "\n".join(lines) + "\n"
+
+
+def _translation_table() -> str:
+    record = json.loads((DOCS / "reproduce" / "translation.json").read_text())
+    lines = ["| pair | test sentences | model BLEU | model chrF | retrieval BLEU / chrF | copy BLEU / chrF | training |",
+             "|---|---|---|---|---|---|---|"]
+    for pair in record["pairs"].values():
+        beats = pair["test_bleu"] > pair["retrieval_bleu"] and pair["test_chrf"] > pair["retrieval_chrf"]
+        bleu, chrf = (f"**{pair['test_bleu']:.2f}**", f"**{pair['test_chrf']:.2f}**") if beats else (
+            f"{pair['test_bleu']:.2f}", f"{pair['test_chrf']:.2f}")  # bold only where it beats retrieval
+        lines.append(f"| {pair['language_pair']} | {pair['test_sentences']:,} | {bleu} | {chrf} | "
+                     f"{pair['retrieval_bleu']:.2f} / {pair['retrieval_chrf']:.2f} | "
+                     f"{pair['copy_bleu']:.2f} / {pair['copy_chrf']:.2f} | {pair['steps']:,} steps, "
+                     f"{pair['train_seconds'] / 60:.1f} min |")
+    return "\n".join(lines) + "\n"
+
+
+FRAGMENTS = {
+    "speed-latest": lambda: _speed_table("benchmarks/results/compare_hf_kept_memory_cpu.json"),
+    "translation-results": _translation_table,
+    # The Urdu study's own report (benchmarks/urdu_adaptation_report.py writes it from study.json).
+    "urdu-study-arms": lambda: _markdown_tables((DOCS / "urdu" / "study.md").read_text())[0] + "\n",
+    "urdu-study-gains": lambda: _markdown_tables((DOCS / "urdu" / "study.md").read_text())[1] + "\n",
+}
+
+
+def with_fragments(text: str) -> str:
+    def replace(match):
+        if match.group(2) not in FRAGMENTS:
+            raise KeyError(f"unknown rendered fragment {match.group(2)!r}; known: {', '.join(FRAGMENTS)}")
+        return match.group(1) + FRAGMENTS[match.group(2)]() + match.group(4)
+
+    return FRAGMENT.sub(replace, text)
+
+
 def _with_results(text: str, table: str, link_prefix: str) -> str:
     begin, end = text.index(RESULTS_BEGIN) + len(RESULTS_BEGIN), text.index(RESULTS_END)
     return text[:begin] + "\n" + table.replace("LINK/", link_prefix) + text[end:]
@@ -416,6 +492,10 @@ def rendered() -> dict[Path, str]:
     table = render_results()
     for path, prefix in ((ROOT / "README.md", "docs/"), (DOCS / "index.md", "")):
         files[path] = _with_results(path.read_text(encoding="utf-8"), table, prefix)
+    for path in sorted(DOCS.rglob("*.md")):
+        text = files.get(path, path.read_text(encoding="utf-8"))
+        if FRAGMENT.search(text):
+            files[path] = with_fragments(text)
     return files
 
 
