@@ -129,7 +129,7 @@ def render_configuration() -> str:
 # Command -> how to reach its parser: ("module:function", called to build it) or a script path whose
 # `parse_args(argv)`/`main(argv)` builds one (captured at its first parse_args call, before any work).
 COMMANDS = {
-    "accelerate launch recipes/pretrain.py": "transformer_zoo.training.pretrain.recipe:build_parser",
+    "accelerate launch recipes/pretrain.py": "transformer_zoo.training.pretrain.arguments:build_parser",
     "accelerate launch recipes/finetune.py": "transformer_zoo.training.finetune.recipe:build_parser",
     "accelerate launch recipes/domain_adapt.py": "transformer_zoo.training.adaptation.arguments:build_parser",
     "python scripts/publish.py": "transformer_zoo.publishing:build_parser",

@@ -138,6 +138,22 @@ def test_pretrain_decoder_output_folder(tmp_path, data_dir):
         assert text in card, text
     records = read_jsonl(out / "metrics.jsonl")
     assert [r["step"] for r in records if "loss" in r] == [1, 2, 3, 4]
+
+    # Bits per byte of the whole validation and test text, exact, in results.json and the card: the same number
+    # the analysis function gives for the saved model on the same texts.
+    from transformer_zoo.analysis.bits_per_byte import causal_lm_bits_per_byte
+    from transformer_zoo.training.data.corpora import load_corpus
+
+    saved = json.loads((out / "results.json").read_text())
+    saved_args = json.loads((out / "run_args.json").read_text())
+    corpus = load_corpus(str(data_dir / "text.txt"), seed=saved_args["seed"],
+                         validation_fraction=saved_args["validation_fraction"], test_fraction=saved_args["test_fraction"])
+    test_texts = list(corpus["test"]["text"])
+    expected = causal_lm_bits_per_byte(model.eval(), tokenizer, test_texts, window=32)
+    assert saved["test"]["bits_per_byte"] == pytest.approx(expected["bits_per_byte"], rel=1e-6)
+    assert saved["test"]["bits_per_byte_bytes"] == expected["bytes"] == sum(len(x.encode()) for x in test_texts)
+    assert 0 < saved["validation"]["bits_per_byte"] < 20
+    assert "bits_per_byte" in card
     assert all(r["lr"] >= 0 and "tokens_per_second" in r for r in records if "loss" in r)
 
     # README "Deploy": the recipe's folder exports to transformers' own GPT-2 with its tokenizer.
@@ -172,6 +188,11 @@ def test_pretrain_every_family(tmp_path, data_dir, family, dataset, extra, objec
     assert (tmp_path / "README.md").is_file() and (tmp_path / "training_curves.png").is_file()
     if objective == "translation":
         assert {"bleu", "chrf"} <= set(results["test"])
+    if objective == "mlm":  # pseudo-log-likelihood bits per byte, on the first texts that fit
+        assert 0 < results["test"]["pseudo_bits_per_byte"] and results["test"]["bits_per_byte_texts"] >= 1
+        assert "pseudo_bits_per_byte" in results["validation"]
+    else:
+        assert "bits_per_byte" not in results["test"] and "pseudo_bits_per_byte" not in results["test"]
     if objective == "image":
         assert (tmp_path / "preprocessor_config.json").is_file() and "accuracy" in results["test"]
     else:

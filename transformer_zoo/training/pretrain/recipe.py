@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -21,17 +21,9 @@ from accelerate.utils import set_seed
 from transformers import AutoTokenizer
 
 from ... import (
-    ZooDecoderConfig,
-    ZooDecoderForCausalLM,
-    ZooEncoderConfig,
-    ZooEncoderForMaskedLM,
-    ZooSeq2SeqConfig,
-    ZooSeq2SeqForConditionalGeneration,
-    ZooViTConfig,
-    ZooViTForImageClassification,
     ZooViTImageProcessor,
 )
-from ..data.corpora import BUILTIN_CORPORA, corpus_card_info, load_corpus
+from ..data.corpora import corpus_card_info, load_corpus
 from ..data.features import (
     image_classification_transform,
     report_truncation,
@@ -46,22 +38,15 @@ from ..data.objectives import (
 )
 from ..data.tokenization import (
     check_tokenizer_matches,
-    check_tokenizer_source,
     load_tokenizer,
     train_tokenizer,
 )
 from ..engine.checkpointing import gather_model_state
 from ..engine.cli import (
-    RecipeArgumentParser,
-    add_early_stopping_arguments,
-    add_training_arguments,
     check_early_stopping_metric,
     check_flags_apply,
-    comma_list,
-    optional_int,
     run_recipe,
     save_arguments,
-    str2bool,
     training_config_from_args,
 )
 from ..engine.devices import create_accelerator
@@ -78,6 +63,21 @@ from ..engine.tasks import (
     write_results,
 )
 from ..reports.records import count_parameters, format_metrics, hardware_summary
+
+# The command line lives in arguments.py; its names are imported here too, where the recipe's users found them.
+from .arguments import (  # noqa: F401
+    DEFAULT_MODEL_OVERRIDES,
+    FAMILIES,
+    FAMILY_OBJECTIVES,
+    FLAG_SCOPES,
+    OBJECTIVES,
+    Family,
+    build_parser,
+    check_overrides,
+    check_preset,
+    parse_overrides,
+)
+from .text_scores import bits_per_byte_metrics
 from .translation_stage import (
     average_last_checkpoints,
     check_averaging,
@@ -85,168 +85,6 @@ from .translation_stage import (
 )
 
 
-@dataclass(frozen=True)
-class Family:
-    config_class: type
-    model_class: type
-    auto_class: str
-    objective: str  # the default objective
-    tokenizer_kind: str | None
-    dataset: str  # the default corpus
-    pipeline_tag: str
-
-
-FAMILIES = {
-    "decoder": Family(ZooDecoderConfig, ZooDecoderForCausalLM, "AutoModelForCausalLM", "clm", "bpe", "shakespeare",
-                      "text-generation"),
-    "encoder": Family(ZooEncoderConfig, ZooEncoderForMaskedLM, "AutoModelForMaskedLM", "mlm", "wordpiece",
-                      "shakespeare", "fill-mask"),
-    "seq2seq": Family(ZooSeq2SeqConfig, ZooSeq2SeqForConditionalGeneration, "AutoModelForSeq2SeqLM", "translation",
-                      "bpe", "hadith-en-ur", "translation"),
-    "vit": Family(ZooViTConfig, ZooViTForImageClassification, "AutoModelForImageClassification", "image", None,
-                  "digits", "image-classification"),
-}
-OBJECTIVES = {
-    "clm": "causal language modelling (next token)",
-    "mlm": "masked language modelling (BERT: 15 %, 80/10/10)",
-    "translation": "sequence-to-sequence translation of source into target",
-    "denoising": "sequence-to-sequence span-corruption denoising (T5)",
-    "image": "image classification",
-}
-FAMILY_OBJECTIVES = {"decoder": {"clm"}, "encoder": {"mlm"}, "seq2seq": {"translation", "denoising"},
-                     "vit": {"image"}}
-# The no-argument run: a ~5 M-parameter GPT-style decoder (4 layers, width 256) that fits 10 minutes on two cores.
-DEFAULT_MODEL_OVERRIDES = "hidden_size=256,num_hidden_layers=4,num_attention_heads=4,intermediate_size=1024"
-
-
-def parse_overrides(value) -> dict:
-    """'hidden_size=256,position_embedding_type=rope' (or a YAML mapping) -> typed dict of config fields."""
-    if value is None or value == "":
-        return {}
-    if isinstance(value, dict):
-        return dict(value)
-    import yaml
-
-    overrides = {}
-    for item in comma_list(value) or []:
-        if "=" not in item:
-            raise ValueError(f"--model_overrides item {item!r} is not key=value (e.g. hidden_size=256,"
-                             "position_embedding_type=rope).")
-        key, raw = item.split("=", 1)
-        try:
-            overrides[key.strip()] = yaml.safe_load(raw.strip())  # 256 -> int, 0.1 -> float, true -> bool, rope -> str
-        except yaml.YAMLError as error:
-            raise ValueError(f"--model_overrides item {item!r}: the value does not parse ({error}).") from None
-    return overrides
-
-
-def build_parser() -> RecipeArgumentParser:
-    parser = RecipeArgumentParser(
-        prog="pretrain.py",
-        description=__doc__.split("\n\n")[0] + "\n\nExamples:\n"
-        "  accelerate launch recipes/pretrain.py                      # small decoder on Shakespeare\n"
-        "  accelerate launch recipes/pretrain.py --family encoder      # masked LM\n"
-        "  accelerate launch recipes/pretrain.py --config recipes/configs/pretrain-seq2seq-denoising.yaml\n"
-        "  accelerate launch --multi_gpu --num_processes 2 recipes/pretrain.py --max_steps 100\n\n"
-        "Built-in corpora: " + ", ".join(BUILTIN_CORPORA) + ".",
-    )
-    model = parser.add_argument_group("model")
-    model.add_argument("--family", choices=list(FAMILIES), default="decoder",
-                       help="Model family: decoder (GPT-style causal LM), encoder (BERT-style masked LM), seq2seq "
-                       "(Vaswani et al. encoder-decoder), vit (Vision Transformer).")
-    model.add_argument("--preset", default="tiny",
-                       help="Named config preset of the family (e.g. tiny, gpt2, bert-base, transformer-base, "
-                       "vit-small); docs/reference/configuration.md lists every preset.")
-    model.add_argument("--model_overrides", default=DEFAULT_MODEL_OVERRIDES,
-                       help="Config fields over the preset, as key=value,key=value (YAML: a mapping), e.g. "
-                       "'position_embedding_type=rope,norm_position=pre'. '' keeps the preset as it is.")
-    model.add_argument("--dropout", type=float, default=None,
-                       help="Set embedding, attention and hidden dropout to this value (default: the preset's).")
-    model.add_argument("--attention_dropout", type=float, default=None,
-                       help="Set only the attention-probability dropout (after --dropout; default: the preset's). "
-                       "Its cost on CPUs: with dropout > 0 PyTorch's SDPA leaves its fused kernel for the math path "
-                       "(docs/speed.md has the measured step times); 0 makes training faster and changes the "
-                       "regularisation.")
-    model.add_argument("--dropout_sampler", choices=["pcg64", "torch"], default=None,
-                       help="Where dropout masks are drawn on CPU: pcg64 (numpy's PCG64 seeded from torch's generator, several times faster) or torch (PyTorch's own masks, e.g. to replay a run made before pcg64). The same Bernoulli dropout either way; only the random stream differs (default: the model's config, pcg64 for new and converted models).")
-    model.add_argument("--attn_implementation", default=None,
-                       choices=["eager", "sdpa", "flex_attention", "flash_attention_2"],
-                       help="Attention kernel (default: sdpa where supported).")
-
-    data = parser.add_argument_group("data")
-    data.add_argument("--dataset", default=None,
-                      help="Built-in corpus name, local file/folder (txt, json, jsonl, csv, parquet, image folder) "
-                      "or Hub id. Default per family: shakespeare (decoder, encoder), hadith-en-ur (seq2seq), "
-                      "digits (vit).")
-    data.add_argument("--text_column", default=None, help="Column holding the text (default: detected).")
-    data.add_argument("--encoding", default="utf-8",
-                      help="Text encoding of local .txt/.csv/.tsv/.json/.jsonl files (e.g. latin-1, cp1252).")
-    data.add_argument("--source_column", default=None, help="Source-side column of parallel text.")
-    data.add_argument("--target_column", default=None, help="Target-side column of parallel text.")
-    data.add_argument("--label_column", default=None, help="Class column of image data (default: label).")
-    data.add_argument("--max_examples", type=optional_int, default=None,
-                      help="Use a deterministic subset of this many examples (before splitting).")
-    data.add_argument("--validation_fraction", type=float, default=0.05,
-                      help="Share of the examples held out for validation (when the data has no such split).")
-    data.add_argument("--test_fraction", type=float, default=0.05,
-                      help="Share of the examples held out for the final test (when the data has no such split).")
-
-    objective = parser.add_argument_group("objective")
-    objective.add_argument("--objective", default="auto", choices=["auto", *OBJECTIVES],
-                           help="Training objective; auto = clm (decoder), mlm (encoder), translation for parallel "
-                           "data else denoising (seq2seq), image (vit).")
-    objective.add_argument("--context_length", type=int, default=128,
-                           help="Tokens per packed training sequence (clm, mlm, denoising), or the maximum source/"
-                           "target length (translation).")
-    objective.add_argument("--mlm_probability", type=float, default=0.15,
-                           help="Share of tokens selected for masked-LM prediction.")
-    objective.add_argument("--noise_density", type=float, default=0.15,
-                           help="Share of tokens removed by span corruption (denoising).")
-    objective.add_argument("--mean_span_length", type=float, default=3.0,
-                           help="Mean length of corrupted spans (denoising).")
-    objective.add_argument("--image_size", type=optional_int, default=None,
-                           help="ViT input size in pixels (default: the preset's); images are resized to it.")
-    objective.add_argument("--num_channels", type=optional_int, default=None,
-                           help="ViT input channels: 1 (grayscale) or 3 (RGB; default: the preset's).")
-
-    tokenizer = parser.add_argument_group("tokenizer (text families)")
-    tokenizer.add_argument("--tokenizer", default=None,
-                           help="Tokenizer folder or Hub id to use. Default: train one on the training split and "
-                           "save it beside the model.")
-    tokenizer.add_argument("--tokenizer_kind", default="auto", choices=["auto", "bpe", "wordpiece"],
-                           help="Kind of tokenizer to train: auto = wordpiece for the encoder, byte-level bpe "
-                           "otherwise.")
-    tokenizer.add_argument("--vocab_size", type=int, default=8000, help="Vocabulary size of a trained tokenizer.")
-    tokenizer.add_argument("--lowercase", type=str2bool, default=False, help="Lowercase text in a trained tokenizer.")
-
-    evaluation = parser.add_argument_group("evaluation")
-    evaluation.add_argument("--eval_max_examples", type=optional_int, default=None,
-                            help="Evaluate on at most this many validation/test examples (default: all).")
-    evaluation.add_argument("--generation_examples", type=int, default=64,
-                            help="Test examples translated with generate() for BLEU/chrF (translation).")
-    evaluation.add_argument("--num_beams", type=int, default=1, help="Beam size for translation evaluation.")
-    evaluation.add_argument("--length_penalty", type=float, default=1.0,
-                            help="Beam-search length penalty for translation evaluation (transformers' exponent: sum "
-                            "log p / length ** penalty; Vaswani et al. use 0.6).")
-    evaluation.add_argument("--average_last", type=int, default=1,
-                            help="Translation/denoising: evaluate and save the average of the last N checkpoints "
-                            "(Vaswani et al. 6.1: 5): the final weights and the N - 1 checkpoints before them, "
-                            "taken every --save_steps; needs --save_total_limit >= N - 1 and --load_best_at_end "
-                            "false. 1 = the final weights.")
-    evaluation.add_argument("--sample_prompt", default="ROMEO:",
-                            help="Prompt of the text sample generated after decoder pretraining ('' = none).")
-    evaluation.add_argument("--sample_tokens", type=int, default=60, help="Length of that sample in tokens.")
-
-    add_training_arguments(
-        parser, output_dir="outputs/pretrain", max_steps=450, per_device_batch_size=16, learning_rate=1e-3,
-        warmup_steps=None, warmup_ratio=0.05, lr_scheduler="cosine", weight_decay=0.1, adam_beta2=0.95,
-        logging_steps=10, eval_steps=150, save_steps=150, eval_batch_size=32,
-    )
-    add_early_stopping_arguments(parser, metric="eval_loss")
-    return parser
-
-
-# ================================================================================================ building blocks
 def resolve_objective(args, corpus) -> str:
     family = args.family
     if args.objective != "auto":
@@ -485,6 +323,10 @@ def run(args) -> dict:
 
     test_fn = make_eval_fn(args, objective, test_set, collate, accelerator, make_loss_fn())
     test_metrics = test_fn(model)
+    # Every process scores the same texts (a sharded model needs them all in its forward passes).
+    text_scores = bits_per_byte_metrics(model, tokenizer, corpus, objective, context_length=args.context_length,
+                                        texts=args.bits_per_byte_texts)
+    test_metrics.update(text_scores["test"])
     if objective == "translation" and args.generation_examples > 0 and accelerator.is_main_process:
         test_metrics.update(translation_test(model, tokenizer, corpus, args))
     sample = None
@@ -497,7 +339,8 @@ def run(args) -> dict:
         "family": args.family, "objective": objective, "dataset": dataset_name,
         "parameters": counts["total"], "steps": result.progress.step, "tokens_seen": tokens_seen,
         "examples_seen": result.progress.examples_seen, "best_step": result.progress.best_step,
-        "validation": result.best_metrics or result.final_metrics, "test": test_metrics, "sample": sample,
+        "validation": {**(result.best_metrics or result.final_metrics), **text_scores["validation"]},
+        "test": test_metrics, "sample": sample,
         "train_seconds": round(result.progress.train_seconds, 1), "averaged_checkpoints": averaged,
         "wall_seconds": round(time.perf_counter() - started, 1),
     }
@@ -578,40 +421,6 @@ def _card_data(corpus) -> dict:
     if isinstance(data.get("caveats"), list):
         data["caveats"] = " ".join(data["caveats"])
     return data
-
-
-def check_preset(args) -> None:
-    config_class = FAMILIES[args.family].config_class
-    if args.preset not in config_class.PRESETS:
-        raise ValueError(f"Unknown --preset {args.preset!r} for --family {args.family}; choose one of "
-                         f"{', '.join(config_class.preset_names())}.")
-
-
-def check_overrides(args) -> None:
-    """--preset must name one of the family's presets, --model_overrides be key=value pairs naming fields of its
-    config (with the config's own message for an unknown field), and --tokenizer exist: checked before any work
-    (tokenizer training, data loading)."""
-    config_class = FAMILIES[args.family].config_class
-    check_preset(args)
-    if args.tokenizer:
-        check_tokenizer_source(args.tokenizer)
-    overrides = parse_overrides(args.model_overrides)
-    fields = set(config_class.__dataclass_fields__) | set(config_class.attribute_map)
-    unknown = [key for key in overrides if key not in fields]
-    if unknown:
-        raise ValueError(f"--model_overrides: {config_class._unknown_fields_message(unknown, fields)}")
-
-
-# Flags read only by one family's objective (check_flags_apply refuses them elsewhere).
-FLAG_SCOPES = (
-    (("mlm_probability",), lambda args: args.family == "encoder", "to --family encoder (masked LM)"),
-    (("noise_density", "mean_span_length", "num_beams", "length_penalty", "generation_examples"),
-     lambda args: args.family == "seq2seq", "to --family seq2seq (denoising; translation's test generations)"),
-    (("image_size", "num_channels"), lambda args: args.family == "vit", "to --family vit"),
-    (("sample_prompt", "sample_tokens"), lambda args: args.family == "decoder", "to --family decoder (its sample)"),
-    (("tokenizer_kind", "vocab_size", "lowercase"), lambda args: args.family != "vit" and not args.tokenizer,
-     "when the recipe trains the tokenizer (a text family, no --tokenizer)"),
-)
 
 
 def main(argv=None) -> dict:
