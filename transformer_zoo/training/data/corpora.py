@@ -50,6 +50,7 @@ from .builtin_corpora import (  # noqa: F401  (HADITH_LABELS, _package_dir: part
     BUILTIN_CORPORA,
     HADITH_LABELS,
     _builtin_columns,
+    _builtin_documents,
     _load_builtin,
     _package_dir,
 )
@@ -60,6 +61,7 @@ from .corpus_files import (
     _load_local,
     _looks_like_path,
 )
+from .text_streams import MIN_DOCUMENTS_TO_SPLIT_BY_DOCUMENT, span_split_corpus
 
 logger = logging.get_logger(__name__)
 
@@ -289,10 +291,11 @@ def load_corpus(
     seed: int = 0,
     source_column: str | None = None,
     target_column: str | None = None,
-    sample_by: str = "line",
+    sample_by: str | None = None,
     config_name: str | None = None,
     cache_dir: str | None = None,
     encoding: str = "utf-8",
+    as_text_stream: bool = False,
 ) -> datasets.DatasetDict:
     """Load a corpus as a DatasetDict with splits "train", "validation", "test" and normalised columns.
 
@@ -311,11 +314,16 @@ def load_corpus(
         seed: controls the subset and the split; the same seed gives the same splits.
         source_column: the source side of parallel text (default: "source" if "target" exists too).
         target_column: the target side of parallel text (default: "target").
-        sample_by: for .txt files, "line" (one example per line), "paragraph" (blank-line separated) or "document".
+        sample_by: for .txt files, "line" (one example per line; the default), "paragraph" (blank-line separated)
+            or "document" (the whole file).
         config_name: the configuration of a Hub data set.
         cache_dir: the `datasets` cache folder for local files and Hub data.
         encoding: the text encoding of local .txt/.csv/.tsv/.json/.jsonl files (checked before reading: a file that
             does not decode is refused with the byte offset).
+        as_text_stream: read text as language-model pretraining does (`text_streams`): documents with their line
+            breaks (a .txt file whole, a Shakespeare play whole), identical documents kept once and lines never
+            de-duplicated, and splits of whole documents or, with few documents, of contiguous spans. Labelled,
+            parallel and image corpora are read as without it.
 
     Returns:
         A `datasets.DatasetDict`; `corpus_card_info(result)` returns its provenance card.
@@ -340,8 +348,12 @@ def load_corpus(
         isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1
     ):
         raise ValueError(f"max_examples must be a positive integer or None, got {max_examples!r}.")
-    if sample_by not in ("line", "paragraph", "document"):
+    if sample_by is not None and sample_by not in ("line", "paragraph", "document"):
         raise ValueError(f"sample_by must be 'line', 'paragraph' or 'document', got {sample_by!r}.")
+    if as_text_stream and sample_by not in (None, "document"):
+        raise ValueError(f"sample_by={sample_by!r} contradicts as_text_stream=True, which reads each .txt file as one "
+                         "document with its line breaks; leave sample_by unset.")
+    sample_by = "document" if as_text_stream else (sample_by or "line")
 
     # 1. Read.
     if source in _BUILTINS:
@@ -353,7 +365,7 @@ def load_corpus(
                     f"{option}={value!r} does not apply to the built-in corpus {source!r}, whose columns are fixed "
                     f"({', '.join(_builtin_columns(source))}); leave {option} unset."
                 )
-        dataset = _load_builtin(source)
+        dataset = _builtin_documents(source) if as_text_stream else _load_builtin(source)
         kind = _BUILTINS[source]["kind"]
         dataset = dataset.add_column("__split", [""] * len(dataset))
         provided: list[str] = []
@@ -390,7 +402,8 @@ def load_corpus(
     priority = sorted(range(len(dataset)), key=lambda i: (rank[split_of[i]], i))
     dataset, removed = _deduplicate(dataset, kind, priority)
     if removed:
-        logger.info(f"{source}: removed {removed} duplicate examples (so that no example is in two splits).")
+        unit = "documents" if as_text_stream and kind == "text" else "examples"
+        logger.info(f"{source}: removed {removed} duplicate {unit} (so that no {unit[:-1]} is in two splits).")
 
     # 3. Subset, 4. split.
     rng = np.random.default_rng(seed)
@@ -408,6 +421,12 @@ def load_corpus(
             keep = _stratified_order(labels, len(dataset), rng)[:max_examples].tolist()
         dataset = dataset.select(sorted(keep))
         split_of, labels = np.asarray(_column(dataset, "__split")), _labels_of(dataset, kind)
+
+    stream_spans = as_text_stream and kind == "text" and not provided and len(dataset) < MIN_DOCUMENTS_TO_SPLIT_BY_DOCUMENT
+    if stream_spans:
+        result = span_split_corpus(dataset.remove_columns("__split"), source, validation_fraction, test_fraction)
+        return _with_card(result, source, kind, removed, max_examples, seed, validation_fraction, test_fraction,
+                          provided, text_stream=f"{len(dataset)} document(s) cut into contiguous spans at line breaks")
 
     indices: dict[str, np.ndarray] = {name: np.flatnonzero(split_of == name) for name in SPLITS if name in provided}
     pool = np.flatnonzero(~np.isin(split_of, provided))
@@ -437,13 +456,23 @@ def load_corpus(
     )
     if len(result["train"]) == 0:
         raise ValueError(f"{source!r} left no training examples; use more data or smaller evaluation fractions.")
+    return _with_card(result, source, kind, removed, max_examples, seed, validation_fraction, test_fraction, provided,
+                      text_stream="whole documents with their line breaks" if as_text_stream and kind == "text"
+                      else None)
 
+
+def _with_card(result: datasets.DatasetDict, source: str, kind: str, removed: int, max_examples, seed: int,
+               validation_fraction: float, test_fraction: float, provided: list[str],
+               text_stream: str | None) -> datasets.DatasetDict:
+    """Store the provenance card (see `corpus_card_info`) in every split's `info.description`."""
     card = _card(source, kind, result)
     card.update(
         deduplicated=removed, max_examples=max_examples, seed=seed,
         validation_fraction=validation_fraction, test_fraction=test_fraction,
         provided_splits=[name for name in SPLITS if name in provided],
     )
+    if text_stream:
+        card["text_stream"] = text_stream
     description = json.dumps(card, ensure_ascii=False)
     for split in result.values():
         split.info.description = description

@@ -265,6 +265,8 @@ def run(args) -> dict:
             dataset_name, text_column=args.text_column, encoding=args.encoding, label_column=args.label_column,
             source_column=args.source_column, target_column=args.target_column, max_examples=args.max_examples,
             validation_fraction=args.validation_fraction, test_fraction=args.test_fraction, seed=args.seed,
+            # Language models read text as text: documents with their line breaks, split by document or span.
+            as_text_stream=args.family != "vit",
         )
     objective = resolve_objective(args, corpus)
     check_corpus_fits(objective, corpus)
