@@ -412,7 +412,22 @@ def _translation_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _pretrain_default() -> str:
+    """One line on the committed default pretraining run, read from its log (docs/runs/pretrain-default-*.txt)."""
+    log_path = sorted((DOCS / "runs").glob("pretrain-default-*.txt"))[-1]
+    log = log_path.read_text()
+    test = log.split("Test:", 1)[1]
+    number = lambda name, text: float(re.search(rf"{name}\s+([\d.,]+)", text).group(1).replace(",", ""))  # noqa: E731
+    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\d+):([\d.]+)", log)
+    sample = log.split("temperature 0.8):\n", 1)[1].split("\nSaved to", 1)[0]
+    return (f"The default run here ([its log](runs/{log_path.name})): test **{number('bits_per_byte', test):.3f} bits "
+            f"per byte** ({number('perplexity', test):.1f} perplexity per BPE token) after "
+            f"{int(wall.group(1))} min {float(wall.group(2)):.0f} s, and its sample keeps the plays' layout:\n\n"
+            "```text\n" + "\n".join(sample.splitlines()[:8]) + "\n```\n")
+
+
 FRAGMENTS = {
+    "pretrain-default": _pretrain_default,
     "speed-latest": lambda: _speed_table("benchmarks/results/compare_hf_kept_memory_cpu.json"),
     "translation-results": _translation_table,
     # The Urdu study's own report (benchmarks/urdu_adaptation_report.py writes it from study.json).

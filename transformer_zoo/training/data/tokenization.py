@@ -26,7 +26,7 @@ from transformers.utils import logging
 
 logger = logging.get_logger(__name__)
 
-TOKENIZER_KINDS = ("bpe", "wordpiece")
+TOKENIZER_KINDS = ("bpe", "wordpiece", "char")
 
 # Special tokens by kind, in id order (ids 0..4). Keys are transformers' special-token attribute names.
 DEFAULT_SPECIAL_TOKENS: dict[str, dict[str, str]] = {
@@ -35,6 +35,9 @@ DEFAULT_SPECIAL_TOKENS: dict[str, dict[str, str]] = {
     },
     "wordpiece": {"pad_token": "[PAD]", "cls_token": "[CLS]", "sep_token": "[SEP]", "unk_token": "[UNK]",
                   "mask_token": "[MASK]"},
+    "char": {
+        "pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "mask_token": "<mask>"
+    },
 }
 _SPECIAL_KEYS = ("pad_token", "bos_token", "eos_token", "unk_token", "mask_token", "cls_token", "sep_token")
 
@@ -64,11 +67,16 @@ def train_tokenizer(
     show_progress: bool = True,
     length: int | None = None,
 ) -> PreTrainedTokenizerFast:
-    """Train a byte-level BPE ("bpe") or WordPiece ("wordpiece") tokenizer on `texts`.
+    """Train a byte-level BPE ("bpe"), WordPiece ("wordpiece") or character ("char") tokenizer on `texts`.
+
+    "char" has one token per character seen in `texts` (nanoGPT's tiny-shakespeare vocabulary: 65 characters), up to
+    `vocab_size` of the most frequent, line breaks and spaces included; a character never seen is <unk>. For a small
+    corpus it puts almost no parameters in the embeddings, and every token is one character of the text.
 
     Args:
         texts: an iterable of strings (read once, streamed; a `datasets` column works).
-        kind: "bpe" (GPT-2 style) or "wordpiece" (BERT style); see the module docstring for the special tokens.
+        kind: "bpe" (GPT-2 style), "wordpiece" (BERT style) or "char"; see the module docstring for the special
+            tokens.
         vocab_size: the size of the vocabulary including special tokens (the trainer may stop below it on a small
             corpus; `len(tokenizer)` is the real size).
         lowercase: lowercase the text before tokenising (WordPiece also strips accents then, like BERT uncased).
@@ -82,6 +90,7 @@ def train_tokenizer(
         length: the number of texts, if known (for the progress bar).
     """
     from tokenizers import (
+        Regex,
         Tokenizer,
         decoders,
         models,
@@ -92,7 +101,8 @@ def train_tokenizer(
     )
 
     if kind not in TOKENIZER_KINDS:
-        raise ValueError(f"Unknown tokenizer kind {kind!r}; choose 'bpe' (byte-level, GPT-2 style) or 'wordpiece'.")
+        raise ValueError(f"Unknown tokenizer kind {kind!r}; choose 'bpe' (byte-level, GPT-2 style), 'wordpiece' or "
+                         "'char' (one token per character).")
     if isinstance(texts, str):
         raise ValueError("train_tokenizer expects an iterable of strings, not one string; wrap it in a list.")
     if not isinstance(vocab_size, int) or vocab_size < 1:
@@ -133,6 +143,20 @@ def train_tokenizer(
             vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=ordered, show_progress=show_progress,
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         )
+    elif kind == "char":
+        unk = special.get("unk_token")
+        if unk is None:
+            raise ValueError("A character tokenizer needs an unk_token for characters it never saw; do not set it to "
+                             "None.")
+        # Every character is its own "word" of a word-level model, newlines and spaces included; tokens are fused
+        # back without separators. (tokenizers has no character model; this is its documented way to build one.)
+        tokenizer = Tokenizer(models.WordLevel(unk_token=unk))
+        if lowercase:
+            tokenizer.normalizer = normalizers.Lowercase()
+        tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+        tokenizer.decoder = decoders.Fuse()
+        trainer = trainers.WordLevelTrainer(vocab_size=vocab_size, min_frequency=1, special_tokens=ordered,
+                                            show_progress=show_progress)
     else:
         unk = special.get("unk_token")
         if unk is None:

@@ -158,9 +158,10 @@ def build_parser() -> RecipeArgumentParser:
     tokenizer.add_argument("--tokenizer", default=None,
                            help="Tokenizer folder or Hub id to use. Default: train one on the training split and "
                            "save it beside the model.")
-    tokenizer.add_argument("--tokenizer_kind", default="auto", choices=["auto", "bpe", "wordpiece"],
+    tokenizer.add_argument("--tokenizer_kind", default="auto", choices=["auto", "bpe", "wordpiece", "char"],
                            help="Kind of tokenizer to train: auto = wordpiece for the encoder, byte-level bpe "
-                           "otherwise.")
+                           "otherwise; char = one token per character (nanoGPT's choice for a small corpus: almost "
+                           "no parameters in the embeddings; --vocab_size then caps the characters kept).")
     tokenizer.add_argument("--vocab_size", type=int, default=8000, help="Vocabulary size of a trained tokenizer.")
     tokenizer.add_argument("--lowercase", type=str2bool, default=False, help="Lowercase text in a trained tokenizer.")
 
