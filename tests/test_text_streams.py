@@ -121,3 +121,21 @@ def test_the_pretraining_recipe_trains_a_character_model_on_a_text_stream(tmp_pa
     assert results["test"]["bits_per_byte_bytes"] > 0
     card = (tmp_path / "out" / "README.md").read_text()
     assert "char tokenizer" in card and "bits_per_byte" in card
+
+
+def test_pretraining_without_a_test_split_scores_the_validation_split_only(tmp_path):
+    """nanoGPT's layout: a training and a validation text, no test (`--test_fraction 0`)."""
+    from transformer_zoo.training.pretrain.recipe import main
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.txt").write_text(PLAY[:6000])
+    (data / "validation.txt").write_text(PLAY[6000:8000])
+    results = main(["--dataset", str(data), "--output_dir", str(tmp_path / "out"), "--tokenizer_kind", "char",
+                    "--test_fraction", "0", "--context_length", "32", "--model_overrides", "", "--max_steps", "2",
+                    "--per_device_batch_size", "4", "--progress_bar", "false", "--report_to", "none",
+                    "--cpu_threads", "none", "--sample_tokens", "5"])
+    assert results["test"] == {}
+    # The corpus reader strips white space around each document (the validation file starts mid-line with one).
+    assert results["validation"]["bits_per_byte_bytes"] == len(PLAY[6000:8000].strip().encode())
+    assert "## Evaluation" in (tmp_path / "out" / "README.md").read_text()

@@ -12,7 +12,7 @@ Subpackages, one per stage:
 Import the submodules directly (`from transformer_zoo.training.data.corpora import load_corpus`); this package file
 stays light so that importing one part does not pull in the others.
 
-Until 0.3 the modules sat flat in this package (`transformer_zoo.training.corpora`, ...). Those paths still import,
+The modules used to sit flat in this package (`transformer_zoo.training.corpora`, ...). Those paths still import,
 as the same module objects, with a FutureWarning naming the new path (`MOVED_MODULES`).
 """
 

@@ -30,6 +30,10 @@ from ..engine.cli import (
 )
 
 
+# The first line of --help (the recipe module's docstring starts with the same sentence).
+RECIPE_SUMMARY = "Pretraining recipe: a zoo model from scratch on a corpus, with the classic objective of its family."
+
+
 @dataclass(frozen=True)
 class Family:
     config_class: type
@@ -88,7 +92,7 @@ def parse_overrides(value) -> dict:
 def build_parser() -> RecipeArgumentParser:
     parser = RecipeArgumentParser(
         prog="pretrain.py",
-        description=__doc__.split("\n\n")[0] + "\n\nExamples:\n"
+        description=RECIPE_SUMMARY + "\n\nExamples:\n"
         "  accelerate launch recipes/pretrain.py                      # small decoder on Shakespeare\n"
         "  accelerate launch recipes/pretrain.py --family encoder      # masked LM\n"
         "  accelerate launch recipes/pretrain.py --config recipes/configs/pretrain-seq2seq-denoising.yaml\n"

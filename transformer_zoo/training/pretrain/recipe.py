@@ -171,7 +171,7 @@ def build_config(args, tokenizer, corpus, objective: str):
 
 
 def limit(dataset, count: int | None):
-    return dataset if count is None or count >= len(dataset) else dataset.select(range(count))
+    return dataset if dataset is None or count is None or count >= len(dataset) else dataset.select(range(count))
 
 
 def build_datasets(args, corpus, tokenizer, config, objective: str, accelerator):
@@ -179,8 +179,9 @@ def build_datasets(args, corpus, tokenizer, config, objective: str, accelerator)
     image_processor = None
     if objective in ("clm", "mlm", "denoising"):
         with accelerator.main_process_first():
+            # An empty test split (--test_fraction 0, e.g. nanoGPT's train/validation layout) is not evaluated.
             splits = {name: pack_sequences(corpus[name], tokenizer, args.context_length)
-                      for name in ("train", "validation", "test")}
+                      if name != "test" or len(corpus[name]) else None for name in ("train", "validation", "test")}
         collate = {"clm": lambda: causal_lm_collator(tokenizer),
                    # seed=None: masking draws from the global torch RNG, which checkpoints save and restore.
                    "mlm": lambda: masked_lm_collator(tokenizer, args.mlm_probability),
@@ -271,7 +272,10 @@ def run(args) -> dict:
     objective = resolve_objective(args, corpus)
     check_corpus_fits(objective, corpus)
     for split in ("validation", "test"):
-        if len(corpus[split]) == 0:
+        # A language model may go without a test split when asked (--test_fraction 0: nanoGPT's train/validation
+        # layout); its run is then scored on the validation split alone.
+        asked_for_none = split == "test" and args.test_fraction == 0 and objective in ("clm", "mlm", "denoising")
+        if len(corpus[split]) == 0 and not asked_for_none:
             raise ValueError(f"The {split} split is empty: set --{split}_fraction above 0 (or provide that split).")
 
     tokenizer, tokenizer_description = (None, None)
@@ -323,8 +327,11 @@ def run(args) -> dict:
         if accelerator.is_main_process:
             print(f"Evaluating and saving the average of {len(averaged)} checkpoints: {', '.join(averaged)}.")
 
-    test_fn = make_eval_fn(args, objective, test_set, collate, accelerator, make_loss_fn())
-    test_metrics = test_fn(model)
+    test_metrics = {}
+    if test_set is not None:
+        test_metrics = make_eval_fn(args, objective, test_set, collate, accelerator, make_loss_fn())(model)
+    elif accelerator.is_main_process:
+        print("No test split (--test_fraction 0): the run is scored on its validation split only.")
     # Every process scores the same texts (a sharded model needs them all in its forward passes).
     text_scores = bits_per_byte_metrics(model, tokenizer, corpus, objective, context_length=args.context_length,
                                         texts=args.bits_per_byte_texts)
@@ -400,7 +407,8 @@ def save_outputs(args, model, tokenizer, image_processor, corpus, results, token
         "training": {"optimizer steps": results["steps"], "tokens": results["tokens_seen"],
                      "examples": results["examples_seen"], "best step": results["best_step"],
                      "training time (s)": results["train_seconds"]},
-        "evaluation": {"validation": _numbers(results["validation"]), "test": _numbers(results["test"])},
+        "evaluation": {"validation": _numbers(results["validation"]),
+                       **({"test": _numbers(results["test"])} if results["test"] else {})},
         "notes": notes,
     }
     finish_output_folder(output_dir, card, title=card["title"], best_model_saved=args.load_best_at_end)

@@ -71,7 +71,9 @@ def bits_per_byte_metrics(model, tokenizer, corpus, objective: str, *, context_l
             scores[name] = {"bits_per_byte": result["bits_per_byte"], "bits_per_byte_texts": len(chosen),
                             "bits_per_byte_bytes": result["bytes"]}
         else:
-            limit = model.config.max_position_embeddings
+            # The length the model trained on: its position table may be longer than what an efficient-attention
+            # variant was built for (linformer_max_length).
+            limit = min(context_length, model.config.max_position_embeddings)
             chosen = fitting_pieces(split_texts(corpus[name], None), tokenizer, limit, texts or MASKED_LM_TEXTS)
             if not chosen:
                 continue

@@ -1,0 +1,224 @@
+#!/usr/bin/env python
+"""Time to quality: the zoo's pretraining recipe against nanoGPT's own train.py on the same text, the same machine,
+one after the other, scored the same way: bits per UTF-8 byte of the whole validation text, against wall time.
+
+The text is tiny shakespeare's layout cut from the plays the zoo installs (the `shakespeare` corpus read as a
+stream: speeches separated by a blank line), 1,115,394 characters as tiny shakespeare has; the first 90 % train and
+the last 10 % validate, split at a line break, as nanoGPT's `data/shakespeare_char/prepare.py` splits it.
+
+nanoGPT is not part of this project: pass the folder of a checkout (`--nanogpt`; the session tool `fetch` brings
+github.com/karpathy/nanoGPT). It is copied to a work folder and run unmodified: its prepare.py finds `input.txt`
+already there and does not download; train.py runs its README's CPU command (or `--nanogpt-args`). Its checkpoint
+(`ckpt.pt`, the best validation estimate) is read with `torch.load(weights_only=True)` and scored with its own
+model class.
+
+Arms (`--arms`): `nanogpt` (the README's CPU command); `zoo-nanogpt-shape` (the recipe at exactly nanoGPT's shape:
+characters, 4 layers of width 128, context 64, batch 12, 2,000 steps at 1e-3, no dropout); `zoo-default` (the recipe
+with its defaults, on the same text). Each run's validation bits per byte is exact over the whole validation text
+(windows of the model's context, each character scored once with at least half a window of context); the curve
+points in between are each tool's own running estimate converted to bits per byte, marked as estimates.
+
+    python benchmarks/time_to_quality.py --nanogpt /work/.mirror/karpathy+nanoGPT/repo \\
+        --output benchmarks/results/time_to_quality_cpu.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY_SHAKESPEARE_CHARACTERS = 1_115_394
+NANOGPT_README_CPU = ["config/train_shakespeare_char.py", "--device=cpu", "--compile=False", "--eval_iters=20",
+                      "--log_interval=1", "--block_size=64", "--batch_size=12", "--n_layer=4", "--n_head=4",
+                      "--n_embd=128", "--max_iters=2000", "--lr_decay_iters=2000", "--dropout=0.0"]
+ZOO_NANOGPT_SHAPE = ["--tokenizer_kind", "char", "--model_overrides",
+                     "hidden_size=128,num_hidden_layers=4,num_attention_heads=4,intermediate_size=512",
+                     "--context_length", "64", "--per_device_batch_size", "12", "--max_steps", "2000",
+                     "--learning_rate", "1e-3", "--dropout", "0", "--eval_steps", "250", "--eval_max_examples", "240"]
+LN2 = math.log(2.0)
+
+
+def shakespeare_text(characters: int = TINY_SHAKESPEARE_CHARACTERS) -> str:
+    """The plays as one stream in tiny shakespeare's layout, cut at the last line break within `characters`."""
+    from transformer_zoo.training.data.builtin_corpora import _shakespeare_plays
+
+    text = "".join("\n\n".join(play) + "\n\n" for play in _shakespeare_plays())
+    return text[:text.rfind("\n", 0, characters) + 1]
+
+
+def split_text(text: str, train_share: float = 0.9) -> tuple[str, str]:
+    cut = text.find("\n", int(len(text) * train_share)) + 1
+    return text[:cut], text[cut:]
+
+
+def score_windows(logits_fn, ids: list[int], window: int) -> float:
+    """Summed negative log-likelihood (nats) of ids[1:] under a causal model, in windows of `window` tokens with a
+    stride of half a window: every token after the first scored once, with at least half a window of context."""
+    stride = window // 2
+    total, scored_until, begin = 0.0, 1, 0
+    while scored_until < len(ids):
+        end = min(begin + window, len(ids))
+        piece = torch.tensor(ids[begin:end])[None]
+        with torch.no_grad():
+            logits = logits_fn(piece)[0]
+        if logits.dtype in (torch.float16, torch.bfloat16):  # half-precision logits are scored in float32
+            logits = logits.float()
+        first = scored_until - begin  # the first position whose token is scored here
+        targets = piece[0, first:end - begin]
+        total += float(torch.nn.functional.cross_entropy(logits[first - 1:end - begin - 1], targets, reduction="sum"))
+        scored_until = end
+        begin = end - stride if end < len(ids) else end
+    return total
+
+
+def nanogpt_bits_per_byte(work: Path, validation: str) -> float:
+    """Load nanoGPT's best checkpoint with its own model class and score the whole validation text."""
+    sys.path.insert(0, str(work))
+    try:
+        from model import GPT, GPTConfig  # nanoGPT's model.py, from the copied checkout
+    finally:
+        sys.path.remove(str(work))
+    checkpoint = torch.load(work / "out-shakespeare-char" / "ckpt.pt", map_location="cpu", weights_only=True)
+    model = GPT(GPTConfig(**checkpoint["model_args"]))
+    state = {key.removeprefix("_orig_mod."): value for key, value in checkpoint["model"].items()}
+    model.load_state_dict(state)
+    model.eval()
+    characters = sorted(set(shakespeare_text()))  # prepare.py's vocabulary: the sorted characters of input.txt
+    index = {character: i for i, character in enumerate(characters)}
+    ids = [index[character] for character in validation]
+
+    def logits(piece):  # nanoGPT returns every position's logits when given targets
+        return model(piece, torch.zeros_like(piece))[0]
+
+    nats = score_windows(logits, ids, checkpoint["model_args"]["block_size"])
+    return nats / LN2 / len(validation[1:].encode("utf-8"))
+
+
+def run_nanogpt(source: Path, work: Path, text: str, validation: str, extra: list[str]) -> dict:
+    shutil.rmtree(work, ignore_errors=True)
+    if (source / ".git").exists() or (source / "HEAD").exists():  # a checkout or a bare mirror: export its tree
+        work.mkdir(parents=True)
+        archive = subprocess.run(["git", "--git-dir", str(source if (source / "HEAD").exists() else source / ".git"),
+                                  "archive", "HEAD"], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(work)], input=archive, check=True)
+    else:
+        shutil.copytree(source, work)
+    (work / "data" / "shakespeare_char" / "input.txt").write_text(text, encoding="utf-8")
+    subprocess.run([sys.executable, "data/shakespeare_char/prepare.py"], cwd=work, check=True, capture_output=True)
+    command = [sys.executable, "train.py", *NANOGPT_README_CPU, *extra]
+    started = time.time()
+    process = subprocess.Popen(command, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    curve = []
+    for line in process.stdout:
+        match = re.match(r"step (\d+): train loss ([\d.]+), val loss ([\d.]+)", line)
+        if match:  # nats per character, nanoGPT's estimate over eval_iters random batches
+            curve.append({"step": int(match.group(1)), "seconds": round(time.time() - started, 1),
+                          "estimated_bits_per_byte": float(match.group(3)) / LN2})
+    if process.wait() != 0:
+        raise RuntimeError(f"nanoGPT's train.py failed ({process.returncode}): {' '.join(command)}")
+    wall = time.time() - started
+    return {"arm": "nanogpt", "command": "python train.py " + " ".join(NANOGPT_README_CPU + extra),
+            "wall_seconds": round(wall, 1), "curve": curve,
+            "validation_bits_per_byte": nanogpt_bits_per_byte(work, validation)}
+
+
+def run_zoo(arm: str, work: Path, train: str, validation: str, extra: list[str]) -> dict:
+    shutil.rmtree(work, ignore_errors=True)
+    data = work / "data"
+    data.mkdir(parents=True)
+    (data / "train.txt").write_text(train, encoding="utf-8")
+    (data / "validation.txt").write_text(validation, encoding="utf-8")
+    out = work / "out"
+    command = ["accelerate", "launch", "recipes/pretrain.py", "--dataset", str(data), "--output_dir", str(out),
+               "--test_fraction", "0", "--progress_bar", "false", "--report_to", "none", *extra]
+    started = time.time()
+    completed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    wall = time.time() - started
+    if completed.returncode != 0:
+        raise RuntimeError(f"{arm} failed:\n{completed.stderr[-3000:]}")
+    results = json.loads((out / "results.json").read_text())
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    # Per-token evaluation loss to bits per byte: tokens per byte of the validation text under the run's tokenizer.
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    tokens_per_byte = len(tokenizer(validation, add_special_tokens=False)["input_ids"]) / len(validation.encode())
+    first = min(record["time"] for record in records if "time" in record)
+    curve = [{"step": record["step"], "seconds": round(record["time"] - first, 1),
+              "estimated_bits_per_byte": record["eval_loss"] * tokens_per_byte / LN2}
+             for record in records if "eval_loss" in record and "time" in record]
+    return {"arm": arm, "command": " ".join(command[:2] + command[2:3] + extra), "wall_seconds": round(wall, 1),
+            "curve": curve, "validation_bits_per_byte": results["validation"]["bits_per_byte"],
+            "steps": results["steps"], "parameters": results["parameters"]}
+
+
+def plot(record: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4.2))
+    for run in record["runs"]:
+        line, = axis.plot([p["seconds"] for p in run["curve"]], [p["estimated_bits_per_byte"] for p in run["curve"]],
+                          marker=".", alpha=0.6, label=f"{run['arm']} (running estimate)")
+        axis.plot([run["wall_seconds"]], [run["validation_bits_per_byte"]], marker="*", markersize=14,
+                  color=line.get_color(), linestyle="none", label=f"{run['arm']}: whole validation text, at exit")
+    axis.set(xlabel="wall time (s)", ylabel="validation bits per byte", title="Time to quality on Shakespeare, 2 CPU cores")
+    axis.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nanogpt", type=Path, help="A nanoGPT checkout (or bare mirror) to run unmodified; "
+                                                     "needed for the nanogpt arm.")
+    parser.add_argument("--arms", default="nanogpt,zoo-nanogpt-shape,zoo-default",
+                        help="Comma list of arms, run in this order: nanogpt, zoo-nanogpt-shape, zoo-default.")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/time-to-quality"),
+                        help="Scratch folder for the runs (removed and rewritten per arm).")
+    parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "results" / "time_to_quality_cpu.json",
+                        help="JSON to write (and a PNG beside it); rewritten after every arm.")
+    parser.add_argument("--nanogpt-args", default="", help="Extra flags for nanoGPT's train.py (e.g. a shorter "
+                                                            "--max_iters for a smoke run).")
+    parser.add_argument("--zoo-args", default="", help="Extra flags for every zoo arm (e.g. --max_steps 20).")
+    args = parser.parse_args(argv)
+    text = shakespeare_text()
+    train, validation = split_text(text)
+    record = {"text": {"characters": len(text), "train_characters": len(train),
+                       "validation_characters": len(validation), "validation_bytes": len(validation.encode())},
+              "torch": torch.__version__, "cpu_count": os.cpu_count(), "load_average_before": os.getloadavg(),
+              "runs": []}
+    for arm in [name.strip() for name in args.arms.split(",") if name.strip()]:
+        if arm == "nanogpt":
+            if args.nanogpt is None:
+                parser.error("the nanogpt arm needs --nanogpt PATH (a checkout of github.com/karpathy/nanoGPT)")
+            run = run_nanogpt(args.nanogpt, args.work / arm, text, validation, args.nanogpt_args.split())
+        elif arm in ("zoo-nanogpt-shape", "zoo-default"):
+            extra = (ZOO_NANOGPT_SHAPE if arm == "zoo-nanogpt-shape" else []) + args.zoo_args.split()
+            run = run_zoo(arm, args.work / arm, train, validation, extra)
+        else:
+            parser.error(f"unknown arm {arm!r}; choose nanogpt, zoo-nanogpt-shape or zoo-default")
+        run["load_average_after"] = os.getloadavg()
+        record["runs"].append(run)
+        print(f"{arm}: {run['validation_bits_per_byte']:.3f} bits per byte in {run['wall_seconds']:.0f} s", flush=True)
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(record, indent=1))
+        plot(record, args.output.with_suffix(".png"))
+
+
+if __name__ == "__main__":
+    main()
