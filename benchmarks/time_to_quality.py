@@ -154,10 +154,11 @@ def run_zoo(arm: str, work: Path, train: str, validation: str, extra: list[str])
 
     tokenizer = AutoTokenizer.from_pretrained(out)
     tokens_per_byte = len(tokenizer(validation, add_special_tokens=False)["input_ids"]) / len(validation.encode())
-    first = min(record["time"] for record in records if "time" in record)
-    curve = [{"step": record["step"], "seconds": round(record["time"] - first, 1),
+    # An evaluation record carries no clock; the training record of its step was written just before it.
+    step_time = {record["step"]: record["time"] for record in records if "loss" in record and "time" in record}
+    curve = [{"step": record["step"], "seconds": round(step_time[record["step"]] - started, 1),
               "estimated_bits_per_byte": record["eval_loss"] * tokens_per_byte / LN2}
-             for record in records if "eval_loss" in record and "time" in record]
+             for record in records if "eval_loss" in record and record["step"] in step_time]
     return {"arm": arm, "command": " ".join(command[:2] + command[2:3] + extra), "wall_seconds": round(wall, 1),
             "curve": curve, "validation_bits_per_byte": results["validation"]["bits_per_byte"],
             "steps": results["steps"], "parameters": results["parameters"]}
@@ -195,6 +196,9 @@ def main(argv=None) -> None:
     parser.add_argument("--nanogpt-args", default="", help="Extra flags for nanoGPT's train.py (e.g. a shorter "
                                                             "--max_iters for a smoke run).")
     parser.add_argument("--zoo-args", default="", help="Extra flags for every zoo arm (e.g. --max_steps 20).")
+    parser.add_argument("--replace", action="store_true",
+                        help="Keep the runs already in --output and replace only the arms run now (each run records "
+                             "when it ran).")
     args = parser.parse_args(argv)
     text = shakespeare_text()
     train, validation = split_text(text)
@@ -202,6 +206,9 @@ def main(argv=None) -> None:
                        "validation_characters": len(validation), "validation_bytes": len(validation.encode())},
               "torch": torch.__version__, "cpu_count": os.cpu_count(), "load_average_before": os.getloadavg(),
               "runs": []}
+    if args.replace and args.output.exists():
+        kept = json.loads(args.output.read_text())
+        record.update(load_average_before=kept["load_average_before"], runs=kept["runs"])
     for arm in [name.strip() for name in args.arms.split(",") if name.strip()]:
         if arm == "nanogpt":
             if args.nanogpt is None:
@@ -213,7 +220,8 @@ def main(argv=None) -> None:
         else:
             parser.error(f"unknown arm {arm!r}; choose nanogpt, zoo-nanogpt-shape or zoo-default")
         run["load_average_after"] = os.getloadavg()
-        record["runs"].append(run)
+        run["finished"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+        record["runs"] = [kept for kept in record["runs"] if kept["arm"] != arm] + [run]
         print(f"{arm}: {run['validation_bits_per_byte']:.3f} bits per byte in {run['wall_seconds']:.0f} s", flush=True)
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(record, indent=1))

@@ -426,7 +426,25 @@ def _pretrain_default() -> str:
             "```text\n" + "\n".join(sample.splitlines()[:8]) + "\n```\n")
 
 
+def _time_to_quality() -> str:
+    """The time-to-quality benchmark's arms side by side (benchmarks/time_to_quality.py's JSON)."""
+    record = json.loads((ROOT / "benchmarks" / "results" / "time_to_quality_cpu.json").read_text())
+    lines = ["| arm | wall time (s) | validation bits per byte (whole text) | parameters | steps |",
+             "|---|---|---|---|---|"]
+    for run in record["runs"]:
+        parameters = f"{run['parameters'] / 1e6:.2f} M" if "parameters" in run else "0.80 M (nanoGPT's count)"
+        lines.append(f"| {run['arm']} | {run['wall_seconds']:.0f} | {run['validation_bits_per_byte']:.3f} | "
+                     f"{parameters} | {run.get('steps', '2,000 (its max_iters)')} |")
+    before, after = record["load_average_before"][0], record["runs"][-1]["load_average_after"][0]
+    lines.append("")
+    lines.append(f"Text: {record['text']['characters']:,} characters, the last "
+                 f"{record['text']['validation_characters']:,} for validation; load average {before:.2f} before the "
+                 f"first arm and {after:.2f} after the last; torch {record['torch']}, {record['cpu_count']} cores.")
+    return "\n".join(lines) + "\n"
+
+
 FRAGMENTS = {
+    "time-to-quality": _time_to_quality,
     "pretrain-default": _pretrain_default,
     "speed-latest": lambda: _speed_table("benchmarks/results/compare_hf_kept_memory_cpu.json"),
     "translation-results": _translation_table,
@@ -495,8 +513,12 @@ def render_tutorial_figures(pages: list[Path] | None = None) -> list[Path]:
 
 
 # ================================================================================================ main
-def rendered() -> dict[Path, str]:
-    """Every generated file (path -> its content)."""
+# Benchmark figures a page shows: copied from benchmarks/results into the site (docs/figures), byte for byte.
+COPIED_FIGURES = ("time_to_quality_cpu.png",)
+
+
+def rendered() -> dict[Path, str | bytes]:
+    """Every generated file (path -> its content: text, or the bytes of a copied figure)."""
     files = {
         DOCS / "reference" / "configuration.md": render_configuration(),
         DOCS / "reference" / "command-line.md": render_command_line(),
@@ -511,6 +533,8 @@ def rendered() -> dict[Path, str]:
         text = files.get(path, path.read_text(encoding="utf-8"))
         if FRAGMENT.search(text):
             files[path] = with_fragments(text)
+    for name in COPIED_FIGURES:
+        files[DOCS / "figures" / name] = (ROOT / "benchmarks" / "results" / name).read_bytes()
     return files
 
 
@@ -527,14 +551,15 @@ def main(argv=None) -> int:
         for path in render_tutorial_figures():
             print(f"Drew {path.relative_to(ROOT).as_posix()}")
     stale = []
-    for path, text in rendered().items():
-        current = path.read_text(encoding="utf-8") if path.exists() else None
-        if current == text:
+    for path, content in rendered().items():
+        binary = isinstance(content, bytes)
+        current = (path.read_bytes() if binary else path.read_text(encoding="utf-8")) if path.exists() else None
+        if current == content:
             continue
         stale.append(path.relative_to(ROOT).as_posix())
         if not args.check:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            path.write_bytes(content) if binary else path.write_text(content, encoding="utf-8")
     if args.check and stale:
         print("Out of date (run python scripts/render_docs.py): " + ", ".join(stale), file=sys.stderr)
         return 1

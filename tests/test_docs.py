@@ -129,8 +129,9 @@ def test_the_command_checker_catches_a_missing_flag_and_a_missing_script():
 
 
 def test_the_generated_pages_are_up_to_date():
-    stale = [path.relative_to(ROOT).as_posix() for path, text in render_docs.rendered().items()
-             if not path.exists() or path.read_text(encoding="utf-8") != text]
+    stale = [path.relative_to(ROOT).as_posix() for path, content in render_docs.rendered().items()
+             if not path.exists() or (path.read_bytes() if isinstance(content, bytes)
+                                      else path.read_text(encoding="utf-8")) != content]
     assert stale == [], "run python scripts/render_docs.py"
 
 
