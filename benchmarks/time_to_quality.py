@@ -94,7 +94,8 @@ def nanogpt_bits_per_byte(work: Path, validation: str) -> float:
     state = {key.removeprefix("_orig_mod."): value for key, value in checkpoint["model"].items()}
     model.load_state_dict(state)
     model.eval()
-    characters = sorted(set(shakespeare_text()))  # prepare.py's vocabulary: the sorted characters of input.txt
+    # prepare.py's vocabulary: the sorted characters of the input.txt it read (its meta.pkl is a pickle: not loaded)
+    characters = sorted(set((work / "data" / "shakespeare_char" / "input.txt").read_text(encoding="utf-8")))
     index = {character: i for i, character in enumerate(characters)}
     ids = [index[character] for character in validation]
 
