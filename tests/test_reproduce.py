@@ -2,6 +2,7 @@
 verdict logic on hand-made numbers, the evaluation on a model whose answers are known, and a micro end-to-end run
 of every experiment that writes the report files."""
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -47,6 +48,15 @@ def test_copy_batch_is_deterministic_and_rejects_bad_lengths():
         rp.copy_batch(np.random.default_rng(0), 4, 5, 3)
     with pytest.raises(ValueError, match="batch_size"):
         rp.copy_batch(np.random.default_rng(0), 0, 1, 3)
+
+
+def test_the_character_experiments_test_on_text_they_did_not_train_on():
+    """The Shakespeare splits as text: once both were the whole corpus (a split's Arrow table is every row)."""
+    from transformer_zoo.analysis.reproduce.characters import _shakespeare_texts
+
+    train, test = _shakespeare_texts()
+    assert len(train) / 10 < len(test) < len(train) / 5  # a tenth of the speeches against eight tenths
+    assert test[:2000] not in train
 
 
 def test_character_windows():
@@ -163,23 +173,73 @@ class KnownAnswers(torch.nn.Module):
         return output
 
 
-def test_translation_claims_follow_the_numbers():
-    def row(bleu, loss):
-        return {"dev_bleu": [bleu - 0.1, bleu + 0.1], "dev_loss": [loss - 0.005, loss + 0.005]}
+def _row(bleu, loss, spread=0.1):
+    return {"test_bleu": [bleu - spread, bleu + spread], "dev_bleu": [bleu - spread, bleu + spread],
+            "dev_loss": [loss - spread / 20, loss + spread / 20]}
 
-    paper_like = {"base": row(25.8, 1.60), "heads_1": row(24.9, 1.62), "heads_8": row(25.9, 1.59),
-                  "heads_16": row(25.4, 1.61), "small_dk": row(25.1, 1.66), "narrow": row(24.0, 1.75),
-                  "wide": row(26.2, 1.55), "no_dropout": row(24.6, 1.72), "no_smoothing": row(25.3, 1.55),
-                  "learned_positions": row(25.7, 1.60)}
-    claims = rp.translation_claims(paper_like)
-    assert [claim["held"] for claim in claims] == [True] * 9, [c["evidence"] for c in claims if not c["held"]]
-    flat = {name: row(1.0, 4.8) for name in paper_like}
-    assert not any(claim["held"] for claim in rp.translation_claims(flat)[:2])  # no head effect
-    learned_faster = dict(flat, learned_positions=row(1.0, 4.6))  # same BLEU, clearly lower loss: not "identical"
-    assert not rp.translation_claims(learned_faster)[-1]["held"]
-    pairs = {"x": {"language_pair": "X-Y", "test_bleu": 20.0, "retrieval_bleu": 16.0, "copy_bleu": 0.1}}
+
+PAPER_LIKE = {"base": _row(25.8, 1.60), "heads_1": _row(24.9, 1.62), "heads_8": _row(25.9, 1.59),
+              "heads_16": _row(25.2, 1.61), "small_dk": _row(25.1, 1.66), "narrow": _row(24.0, 1.75),
+              "wide": _row(26.2, 1.55), "layers_2": _row(24.5, 1.70), "layers_4": _row(26.0, 1.56),
+              "no_dropout": _row(24.6, 1.72), "no_smoothing": _row(25.1, 1.55), "learned_positions": _row(25.7, 1.60)}
+
+
+def test_table3_claims_follow_the_numbers():
+    claims = {claim["key"]: claim for claim in rp.table3_claims(PAPER_LIKE)}
+    assert set(claims) == {claim.key for claim in rp.CLAIMS}
+    assert all(claim["held"] for claim in claims.values()), [c["evidence"] for c in claims.values() if not c["held"]]
+    # A1: the best multi-head row (heads_8, 25.9) against 1 head (24.9): 1.0 BLEU > max(0.5, spread 0.14)
+    assert "heads_8 25.900, heads_1 24.900; difference +1.000 vs threshold 0.500" in claims["A1"]["evidence"]
+    flat = {name: _row(20.0, 3.0) for name in PAPER_LIKE}
+    flat_claims = {claim["key"]: claim for claim in rp.table3_claims(flat)}
+    assert flat_claims["base"]["held"] and flat_claims["E"]["held"]  # identical rows are "nearly identical"
+    assert not any(flat_claims[key]["held"] for key in ("A1", "A2", "B", "C1", "C2", "C3", "C4", "D1", "D2", "D3"))
+    # A difference inside the seed spread does not count, however large its mean
+    noisy = dict(flat, heads_8={"test_bleu": [18.0, 24.0], "dev_bleu": [21.0, 21.0], "dev_loss": [3.0, 3.0]})
+    a1 = next(claim for claim in rp.table3_claims(noisy) if claim["key"] == "A1")
+    assert not a1["held"] and "threshold 4.245" in a1["evidence"]  # hypot(4.243, 0.141) > the 1.0 difference
+    # 16 heads being the best row refutes A2 outright
+    best16 = dict(flat, heads_16=_row(22.0, 3.0))
+    assert "heads_16 is the best row" in next(c for c in rp.table3_claims(best16) if c["key"] == "A2")["evidence"]
+    # the base must translate
+    assert not next(c for c in rp.table3_claims(dict(flat, base=_row(19.0, 3.0))) if c["key"] == "base")["held"]
+    # learned positions: same BLEU, clearly lower loss is not "nearly identical"
+    learned = dict(flat, learned_positions=_row(20.0, 2.9))
+    assert not next(c for c in rp.table3_claims(learned) if c["key"] == "E")["held"]
+    pairs = {"x": {"language_pair": "X-Y", "test_bleu": 20.0, "retrieval_bleu": 16.0, "copy_bleu": 0.1,
+                   "test_chrf": 45.0, "retrieval_chrf": 40.0, "copy_chrf": 18.0}}
     assert rp.default_model_claims(pairs)[0]["held"]
-    assert not rp.default_model_claims({"x": dict(pairs["x"], test_bleu=15.0)})[0]["held"]
+    assert not rp.default_model_claims({"x": dict(pairs["x"], test_bleu=16.5)})[0]["held"]  # not by a clear margin
+    assert not rp.default_model_claims({"x": dict(pairs["x"], test_chrf=41.0)})[0]["held"]  # chrF counts too
+    assert not rp.default_model_claims({"x": dict(pairs["x"], copy_chrf=44.0)})[0]["held"]  # and copying
+
+
+def test_table3_claims_wait_for_missing_rows_and_show_every_criterion_version(monkeypatch):
+    partial = {row: PAPER_LIKE[row] for row in ("base", "heads_1")}
+    claims = {claim["key"]: claim for claim in rp.table3_claims(partial)}
+    assert claims["base"]["held"] is True
+    assert claims["A1"]["held"] is None and "waiting for heads_16, heads_8" in claims["A1"]["evidence"]
+    # A criterion revised after seeing numbers: both versions are decided and shown; the latest is the verdict.
+    d1 = next(claim for claim in rp.CLAIMS if claim.key == "D1")
+    revised = rp.Criterion("better", ("test_bleu",), ("base",), "no_dropout", (5.0,),
+                           written="after the runs: a test of the revision")
+    monkeypatch.setattr(rp.translation_table3, "CLAIMS", tuple(
+        rp.Claim(c.key, c.text, c.paper, c.criteria + (revised,)) if c is d1 else c for c in rp.CLAIMS))
+    claim = next(c for c in rp.table3_claims(PAPER_LIKE) if c["key"] == "D1")
+    assert [version["held"] for version in claim["versions"]] == [True, False]  # 1.2 BLEU is not > 5
+    assert claim["held"] is False and claim["versions"][1]["written"].startswith("after the runs")
+
+
+def test_table3_rows_change_only_what_they_name():
+    base = rp.ModelShape()
+    assert rp.row_shape(base, "base") == base
+    assert rp.row_shape(base, "heads_16").heads == 16 and rp.row_shape(base, "heads_16").hidden_size == 256
+    assert rp.row_shape(base, "small_dk").head_dim == 16
+    assert (rp.row_shape(base, "narrow").hidden_size, rp.row_shape(base, "narrow").intermediate_size) == (128, 512)
+    assert (rp.row_shape(base, "wide").hidden_size, rp.row_shape(base, "wide").intermediate_size) == (384, 1536)
+    assert rp.row_shape(base, "layers_4").layers == 4
+    assert rp.row_shape(base, "learned_positions").position_embedding_type == "learned"
+    assert rp.row_shape(base, "no_smoothing").label_smoothing == 0.0 and rp.row_shape(base, "no_dropout").dropout == 0
 
 
 def test_copy_evaluate_counts_exact_matches():
@@ -217,13 +277,17 @@ def test_script_runs_every_experiment_and_writes_reports(tmp_path, capsys):
     norm = json.loads((tmp_path / "norm.json").read_text())
     assert len(norm["runs"]) == 2 * 2 * 2  # pre/post x depths 1, 2 x seeds 0, 1
     translation = json.loads((tmp_path / "translation.json").read_text())
-    for pair in ("bible-en-es", "quran-en-ur"):
+    for pair in ("bible-en-es", "urdu-translation-ur-en"):
         numbers = translation["pairs"][pair]
         for key in ("test_bleu", "test_chrf", "copy_bleu", "retrieval_bleu"):
             assert isinstance(numbers[key], float) and 0.0 <= numbers[key] <= 100.0
         assert numbers["sacrebleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
         assert numbers["checkpoints_averaged"] == 2  # the tiny preset averages the last 2
-    assert len(translation["runs"]) == len(rp.ABLATION_ROWS) * 2  # every table-3 row x seeds 0, 1
+    assert len(translation["runs"]) == len(rp.TABLE3_ROWS) * 2  # every table-3 row x seeds 0, 1
+    assert translation["complete"] and not translation["missing"]
+    assert all(set(run["metrics"]) >= {"dev_bleu", "dev_bleu_last", "test_bleu", "test_chrf", "dev_perplexity"}
+               for run in translation["runs"])
+    assert (tmp_path / "translation-table3.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert {claim["claim"][:3] for claim in translation["claims"]} >= {"(A)", "(B)", "(C)", "(D)", "(E)"}
     assert "| English-Spanish (Bible) |" in (tmp_path / "translation.md").read_text()
     assert "(translation.md)" in index or "(translation.md)" in (tmp_path / "README.md").read_text()
@@ -277,7 +341,52 @@ def test_translation_quick_preset_end_to_end(tmp_path):
         curve = [loss for _, loss in numbers["loss_curve"]]
         assert curve[-1] < curve[0] - 0.5  # it trained
         assert len(numbers["samples"]) == 3 and all(sample["reference"] for sample in numbers["samples"])
-    assert {run["arm"] for run in record["runs"]} == set(rp.ABLATION_ROWS)
+    assert {run["arm"] for run in record["runs"]} == set(rp.TABLE3_ROWS)
     assert not (tmp_path / "translation.partial.jsonl").exists()  # folded into the report
     markdown = (tmp_path / "translation.md").read_text()
-    assert "## Ablations" in markdown and "| A | 1 head" in markdown
+    assert "## Table 3" in markdown and "| A | 1 head" in markdown and "Partial report" not in markdown
+    for run in record["runs"]:  # the dev curve during training, and the end: last weights, then the average
+        assert [e["averaged"] for e in run["dev_curve"]][-2:] == [1, 3] and "greedy_bleu" in run["dev_curve"][0]
+
+
+def test_translation_study_resumes_after_a_kill_and_reports_what_is_finished(tmp_path, monkeypatch, capsys):
+    """A study cut off mid-way: --report-only renders what is finished and marks the rest; --resume runs only the
+    missing runs (and a line cut off mid-write), keeping every finished run's numbers as they were."""
+    from transformer_zoo.analysis.reproduce import translation as study
+
+    script = load_script()
+    arguments = ["--experiment", "translation", "--preset", "tiny", "--output", str(tmp_path), "--no-progress"]
+    assert script.main(arguments) == 0
+    complete = json.loads((tmp_path / "translation.json").read_text())
+    # The kill: the report was never written; the partial file holds 5 finished runs and half of a sixth line.
+    tasks = [("default", "bible-en-es", None, 0), ("default", "urdu-translation-ur-en", None, 0),
+             ("ablation", "bible-en-es", "base", 0), ("ablation", "bible-en-es", "base", 1),
+             ("ablation", "bible-en-es", "heads_1", 0)]
+    outputs = {("default", name, None, 0): complete["pairs"][name] for name in complete["pairs"]}
+    outputs.update({("ablation", "bible-en-es", run["arm"], run["seed"]): run for run in complete["runs"]})
+    lines = [json.dumps({"task": list(task), "output": outputs[task]}) for task in tasks]
+    (tmp_path / "translation.json").unlink()
+    (tmp_path / "translation.partial.jsonl").write_text("\n".join(lines) + "\n" + lines[-1][:40])
+    assert script.main(arguments + ["--report-only"]) == 0
+    partial = json.loads((tmp_path / "translation.json").read_text())
+    assert not partial["complete"] and len(partial["runs"]) == 3 and len(partial["missing"]) == 2 * 12 - 3
+    markdown = (tmp_path / "translation.md").read_text()
+    assert "**Partial report: 21 of 24 runs not finished**" in markdown and "heads_8 seed 0" in markdown
+    assert "| 0/2 |" in markdown and "waiting" in markdown  # rows without a run, claims without their rows
+    assert (tmp_path / "translation.partial.jsonl").exists()  # a partial report keeps the runs file
+    ran = []
+    original = study._run_task
+    monkeypatch.setattr(study, "_run_task", lambda task, *rest: ran.append(tuple(task)) or original(task, *rest))
+    assert script.main(arguments + ["--resume"]) == 0
+    assert len(ran) == 2 * 12 - 3 and not set(ran) & set(tasks)  # only the missing runs
+    resumed = json.loads((tmp_path / "translation.json").read_text())
+    assert resumed["complete"] and not (tmp_path / "translation.partial.jsonl").exists()
+    assert resumed["pairs"] == complete["pairs"]
+    # every run is deterministic for its seed: the resumed study has the uninterrupted one's numbers
+    metrics = lambda record: {(run["arm"], run["seed"]): run["metrics"] for run in record["runs"]}
+    assert metrics(resumed) == metrics(complete)
+    # a run recorded with other settings does not count as finished
+    settings = dataclasses.replace(rp.PRESETS["tiny"].translation, ablation_epochs=1.0, resume=True,
+                                   previous_report=str(tmp_path / "translation.json"))
+    found = rp.finished_runs(settings, [("ablation", "bible-en-es", "base", 0), ("default", "bible-en-es", None, 0)])
+    assert list(found) == [("default", "bible-en-es", None, 0)]

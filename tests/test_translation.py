@@ -205,6 +205,62 @@ def test_train_translation_learns_and_averages(tiny_translator):
 
 
 # ------------------------------------------------------------------------------------------------ corpora
+class _Stop(Exception):
+    pass
+
+
+def test_a_run_stopped_mid_way_resumes_from_its_snapshot_to_the_same_weights(tiny_translator, tmp_path):
+    _, tokenizer = tiny_translator
+    config = tiny_translator[0].config
+    config = type(config).from_dict({**config.to_dict(), "dropout": 0.2})  # dropout: the random state must resume
+    features = encode_pairs(tokenizer, TOY_SOURCES * 8, TOY_TARGETS * 8, 16)
+    options = dict(steps=30, max_tokens=32, learning_rate=1e-2, warmup_steps=5, average_last=3, checkpoint_every=4,
+                   seed=3, eval_every=5, progress=False)
+
+    def fresh():
+        torch.manual_seed(7)
+        return ZooSeq2SeqForConditionalGeneration(config)
+
+    straight = fresh()
+    expected = train_translation(straight, features, evaluate=lambda m: evaluate_loss(m, features, 256), **options)
+
+    snapshot = tmp_path / "run.snapshot"
+    calls = []
+
+    def stop_at_step_25(model):  # the 5th evaluation comes after the step-20 snapshot: steps 21-25 are lost
+        calls.append(1)
+        if len(calls) == 5:
+            raise _Stop
+        return evaluate_loss(model, features, 256)
+
+    with pytest.raises(_Stop):
+        train_translation(fresh(), features, evaluate=stop_at_step_25, snapshot=snapshot, snapshot_every=10,
+                          snapshot_key="the settings", **options)
+    assert snapshot.exists()
+    torch.manual_seed(123)  # another process, another random state: the snapshot's is restored
+    resumed = fresh()
+    result = train_translation(resumed, features, evaluate=lambda m: evaluate_loss(m, features, 256),
+                               snapshot=snapshot, snapshot_every=10, snapshot_key="the settings", **options)
+    assert not snapshot.exists()  # removed once the run is done
+    for name, tensor in straight.state_dict().items():
+        torch.testing.assert_close(resumed.state_dict()[name], tensor, rtol=0, atol=0)
+    assert result.steps == expected.steps and result.averaged == expected.averaged == 3
+    assert result.loss_curve == expected.loss_curve
+    assert [e["step"] for e in result.evaluations] == [e["step"] for e in expected.evaluations]
+    assert result.target_tokens == expected.target_tokens
+
+    # A snapshot of other settings is not resumed from: the run starts over (and warns).
+    with pytest.raises(_Stop):
+        calls.clear()
+        train_translation(fresh(), features, evaluate=stop_at_step_25, snapshot=snapshot, snapshot_every=10,
+                          snapshot_key="the settings", **options)
+    other = fresh()
+    train_translation(other, features, snapshot=snapshot, snapshot_every=10, snapshot_key="other settings",
+                      **options)
+    for name, tensor in straight.state_dict().items():
+        torch.testing.assert_close(other.state_dict()[name], tensor, rtol=0, atol=0)
+
+
 def test_osis_markup_becomes_plain_text():
     markup = ('<w lemma="strong:H7225">In the beginning</w> God<note type="x-study">a note</note> '
               '<transChange type="added">was</transChange> &amp; <title>A Psalm</title>good. ')

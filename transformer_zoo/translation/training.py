@@ -13,15 +13,21 @@ optimiser and schedule builders and transformers' label-smoothed loss through th
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from transformers.utils import logging
+
 from .averaging import average_state_dicts
 from .batching import token_batches
+
+logger = logging.get_logger(__name__)
 
 IGNORE_INDEX = -100
 
@@ -100,13 +106,23 @@ def train_translation(model, features: PairFeatures, *, steps: int, max_tokens: 
                       checkpoint_every: int = 0, seed: int = 0, eval_every: int = 0,
                       evaluate: Callable[[torch.nn.Module], dict] | None = None, max_grad_norm: float | None = None,
                       evaluate_before_average: bool = False,
-                      log_every: int = 25, description: str = "training", progress: bool = True) -> TrainingResult:
+                      final_evaluate: Callable[[torch.nn.Module], dict] | None = None,
+                      log_every: int = 25, description: str = "training", progress: bool = True,
+                      snapshot: str | os.PathLike | None = None, snapshot_every: int = 0,
+                      snapshot_key: str = "") -> TrainingResult:
     """Train `model` in place for `steps` optimizer steps of token-count batches; then load the average of the last
     `average_last` checkpoints, taken every `checkpoint_every` steps (the final step is always one).
 
     `evaluate(model)` runs every `eval_every` steps and at the end, on the averaged weights (and, with
     `evaluate_before_average`, on the last weights before averaging too); its dicts are kept with their step and the
-    number of checkpoints averaged in `TrainingResult.evaluations`.
+    number of checkpoints averaged in `TrainingResult.evaluations`. `final_evaluate`, when given, replaces
+    `evaluate` for those end-of-training evaluations (e.g. beam search at the end, greedy decoding on the way).
+
+    `snapshot`: a file where the whole training state (weights, optimiser, schedule, the data order, the random
+    state, the checkpoints kept for averaging, the curves so far) is written every `snapshot_every` steps; a run
+    started again with the same file and `snapshot_key` continues from it and ends with the same weights as a run
+    never stopped. The file is removed when training ends. A snapshot written under another key (other settings)
+    is ignored with a warning and overwritten.
     """
     from tqdm.auto import tqdm
     from transformers.models.bart.modeling_bart import shift_tokens_right
@@ -127,10 +143,27 @@ def train_translation(model, features: PairFeatures, *, steps: int, max_tokens: 
     kept: list[dict[str, torch.Tensor]] = []
     epoch, batches = 0, []
     window: list[float] = []
-    started = time.perf_counter()
-    bar = tqdm(total=steps, desc=description, disable=not progress, leave=False, dynamic_ncols=True)
+    first_step, seconds_before = 1, 0.0
+    snapshot = Path(snapshot) if snapshot else None
+    if snapshot is not None and snapshot.exists():
+        state = torch.load(snapshot, map_location="cpu", weights_only=True)  # our own file, still never unpickled
+        if state["key"] != snapshot_key or state["steps"] != steps:
+            logger.warning(f"{snapshot}: a snapshot of other settings; training from the start and replacing it.")
+        else:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+            torch.set_rng_state(state["rng"])
+            kept, epoch, batches, window = state["kept"], state["epoch"], state["batches"], state["window"]
+            result = TrainingResult(**state["result"])
+            result.loss_curve = [tuple(point) for point in result.loss_curve]
+            first_step, seconds_before = result.steps + 1, result.seconds
+            logger.warning(f"{description}: resuming from the snapshot at step {result.steps} of {steps}.")
+    started = time.perf_counter() - seconds_before
+    bar = tqdm(total=steps, initial=first_step - 1, desc=description, disable=not progress, leave=False,
+               dynamic_ncols=True)
     model.train()
-    for step in range(1, steps + 1):
+    for step in range(first_step, steps + 1):
         if not batches:
             batches = features.token_batches(max_tokens, seed=seed * 1000 + epoch)
             epoch += 1
@@ -166,15 +199,33 @@ def train_translation(model, features: PairFeatures, *, steps: int, max_tokens: 
         if evaluate is not None and eval_every and step % eval_every == 0 and step != steps:
             result.evaluations.append({"step": step, "averaged": 1, **evaluate(model)})
             model.train()
+        if snapshot is not None and snapshot_every and step % snapshot_every == 0 and step != steps:
+            result.seconds = time.perf_counter() - started
+            _write_snapshot(snapshot, {
+                "key": snapshot_key, "steps": steps, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(), "rng": torch.get_rng_state(), "kept": kept, "epoch": epoch,
+                "batches": batches, "window": window, "result": asdict(result)})
         bar.update(1)
     bar.close()
     result.seconds = time.perf_counter() - started
+    at_end = final_evaluate or evaluate
     if len(kept) > 1 and not result.diverged:
-        if evaluate is not None and evaluate_before_average:
-            result.evaluations.append({"step": result.steps, "averaged": 1, **evaluate(model)})
+        if at_end is not None and evaluate_before_average:
+            model.eval()
+            result.evaluations.append({"step": result.steps, "averaged": 1, **at_end(model)})
         model.load_state_dict(average_state_dicts(kept))
         result.averaged = len(kept)
     model.eval()
-    if evaluate is not None and not result.diverged:
-        result.evaluations.append({"step": result.steps, "averaged": result.averaged, **evaluate(model)})
+    if at_end is not None and not result.diverged:
+        result.evaluations.append({"step": result.steps, "averaged": result.averaged, **at_end(model)})
+    if snapshot is not None:
+        snapshot.unlink(missing_ok=True)
     return result
+
+
+def _write_snapshot(path: Path, state: dict) -> None:
+    """Written beside and renamed over the old one, so a kill while writing leaves the previous snapshot whole."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".writing")
+    torch.save(state, partial)
+    os.replace(partial, path)

@@ -10,7 +10,9 @@ verdicts are computed from the numbers by a stated criterion.
   learned, RoPE and ALiBi positions.
 * `norm`: pre-norm against post-norm blocks as depth grows.
 * `translation`: the original Transformer on real parallel text (English-Spanish Bible, English-Urdu Quran), test
-  BLEU and chrF against copy and retrieval baselines, and the rows of Vaswani et al.'s table 3.
+  BLEU and chrF against copy and retrieval baselines (`translation_setup` holds the settings and data), and the
+  rows of Vaswani et al.'s table 3 (`translation_table3`: rows, criteria fixed before the runs, report), as a study
+  that resumes where it was cut off.
 
 Every run is deterministic for its seed on a given machine and thread count: the seed fixes the initial weights
 (`torch.manual_seed` before the model is built), the training batches and the evaluation set.
@@ -25,16 +27,18 @@ from .copy_task import (COPY_ARMS, COPY_BOS, COPY_EOS, COPY_FIRST_DIGIT, COPY_PA
 from .extrapolation import EXTRAPOLATION_TOLERANCE, ExtrapolationSettings, extrapolation_claims, run_extrapolation
 from .norm import NormSettings, norm_claims, run_norm
 from .runner import EXPERIMENTS, PRESETS, REGISTRY, TITLES, Preset, run_experiment, write_index, write_report
-from .translation import (ABLATION_ROWS, ModelShape, TranslationSettings, default_model_claims, run_translation,
-                          translation_claims)
+from .translation import default_model_claims, finished_runs, run_translation, settings_from_dict
+from .translation_setup import ModelShape, TranslationSettings
+from .translation_table3 import CLAIMS, TABLE3_ROWS, Claim, Criterion, decide, row_shape, table3_claims
 
 __all__ = [
-    "ABLATION_ROWS", "COPY_ARMS", "COPY_BOS", "COPY_EOS", "COPY_FIRST_DIGIT", "COPY_PAD", "COPY_VOCAB_SIZE",
-    "CharacterCorpus", "CopySettings", "EXPERIMENTS", "EXTRAPOLATION_TOLERANCE", "Experiment",
+    "CLAIMS", "COPY_ARMS", "COPY_BOS", "COPY_EOS", "COPY_FIRST_DIGIT", "COPY_PAD", "COPY_VOCAB_SIZE",
+    "CharacterCorpus", "Claim", "CopySettings", "Criterion", "EXPERIMENTS", "EXTRAPOLATION_TOLERANCE", "Experiment",
     "ExtrapolationSettings", "IGNORE_INDEX", "ModelShape", "NormSettings", "PRESETS", "Preset", "REGISTRY",
-    "RunResult", "TITLES", "TranslationSettings", "character_model", "clearly_better", "copy_batch", "copy_claims",
-    "copy_evaluate", "copy_model", "data_rng", "default_model_claims", "encode_characters", "evaluation_windows",
-    "extrapolation_claims", "format_mean_std", "mean_std", "norm_claims", "per_position_loss", "random_windows",
-    "run_copy", "run_experiment", "run_extrapolation", "run_norm", "run_translation", "shakespeare_characters",
-    "train_steps", "translation_claims", "unigram_loss", "verdict", "write_index", "write_report",
+    "RunResult", "TABLE3_ROWS", "TITLES", "TranslationSettings", "character_model", "clearly_better", "copy_batch",
+    "copy_claims", "copy_evaluate", "copy_model", "data_rng", "decide", "default_model_claims", "encode_characters",
+    "evaluation_windows", "extrapolation_claims", "finished_runs", "format_mean_std", "mean_std", "norm_claims",
+    "per_position_loss", "random_windows", "row_shape", "run_copy", "run_experiment", "run_extrapolation",
+    "run_norm", "run_translation", "settings_from_dict", "shakespeare_characters", "table3_claims", "train_steps",
+    "unigram_loss", "verdict", "write_index", "write_report",
 ]

