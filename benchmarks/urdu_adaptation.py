@@ -14,7 +14,14 @@ its own process; the seed sets the adaptation and the downstream fine-tuning ali
   lora                 + Urdu pieces (mean rows), LoRA adapters with only the new rows trainable (PEFT
                        trainable_token_indices)
   smollm2              SmolLM2-135M (Llama-style decoder), unadapted and after causal-LM continued pretraining
-                       without new vocabulary, exact bits per byte (no downstream check)
+                       without new vocabulary, exact bits per byte; the same downstream check, as a sequence
+                       classifier, for both
+  from-scratch         the adapted arms' architecture and extended tokenizer, random weights, the same text and
+                       steps: is the English pretraining worth anything?
+  translate-test       the Urdu test paragraphs translated to English by our own ur->en model, classified by the
+                       unadapted model fine-tuned on the English task (needs the translation study's saved model)
+  unadapted-equal-text, lora-equal-text
+                       the equal-text control: both fine-tuned on the first 60 words of every paragraph
 
 Per arm: bits per byte of held-out Urdu and English (same bytes for every model), fertility, throughput, and the
 downstream "which collection" task (fine-tuning with early stopping; mean ± std over seeds; majority baseline).
@@ -44,6 +51,9 @@ sys.path.insert(0, str(ROOT))  # this checkout's transformer_zoo (the verdicts a
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from urdu_adaptation_report import markdown, plots  # noqa: E402  (study.md and the plots)
 
+# The translation experiment's Urdu-to-English model (python scripts/reproduce.py --experiment translation
+# --save-models outputs/translation-models), for translate-test.
+TRANSLATOR = "outputs/translation-models/urdu-translation-ur-en"
 # Continued pretraining of every weight at the rate the committed study used (the recipe's default is LoRA).
 FULL = ["--mode", "full", "--learning_rate", "5e-4"]
 ARMS = {
@@ -54,12 +64,55 @@ ARMS = {
     "focus": ["--extend_vocab", "true", "--embedding_init", "focus", *FULL],
     "trans-tokenization": ["--extend_vocab", "true", "--embedding_init", "trans-tokenization", *FULL],
     "lora": ["--extend_vocab", "true", "--embedding_init", "mean", "--mode", "lora", "--learning_rate", "1e-3"],
+    # The same architecture and extended tokenizer as the adapted arms, random weights, the same Urdu text and steps.
+    "from-scratch": ["--from_scratch", "true", "--extend_vocab", "true", *FULL],
+    # The English model on the Urdu test paragraphs translated by our own ur->en model (never trained on them).
+    "translate-test": ["--adapt", "false", "--downstream_translate_test", TRANSLATOR],
     # One run gives both the unadapted decoder and the adapted one (measure_unadapted).
-    "smollm2": ["--model", "smollm2", "--extend_vocab", "false", "--downstream", "false", "--measure_unadapted",
-                "true", "--per_device_batch_size", "8", "--max_steps", "40", "--eval_steps", "10",
+    "smollm2": ["--model", "smollm2", "--extend_vocab", "false", "--measure_unadapted", "true",
+                "--per_device_batch_size", "8", "--max_steps", "40", "--eval_steps", "10",
                 "--save_steps", "none", "--learning_rate", "1e-4", "--bpb_sentences", "40"],
 }
-ENCODER_ARMS = ["unadapted", "none", "random", "mean", "focus", "trans-tokenization", "lora"]
+ENCODER_ARMS = ["unadapted", "none", "random", "mean", "focus", "trans-tokenization", "lora", "from-scratch",
+                "translate-test"]
+# Variants: a base arm's run with other downstream flags, compared within their own group (below).
+# The equal-text control: the unadapted and the default arm fine-tuned on the first EQUAL_WORDS words of every
+# paragraph, with a token budget that covers them for both tokenizers (MiniLM spells Urdu at ~3.2 pieces a word, so
+# 20 words take ~64 of its tokens: 128 leaves room for long words; each run records how many paragraphs were still
+# cut), so both read the same text. The study's own check gives each 64 tokens: ~20 words for the unadapted model
+# against ~60 for the extended tokenizer.
+EQUAL_WORDS = 20
+EQUAL_TEXT = ["--downstream_max_words", str(EQUAL_WORDS), "--downstream_max_length", "128"]
+EQUAL_TEXT_ARMS = {"unadapted-equal-text": "unadapted", "lora-equal-text": "lora"}
+# The fp32 references: the unadapted and the default arm again, downstream in fp32 like every arm added after the
+# committed seven (see PRECISION below), so that the later arms are compared with references checked the same way.
+FP32_ARMS = {"unadapted-fp32": "unadapted", "lora-fp32": "lora"}
+VARIANT_ARMS = {**{arm: (base, EQUAL_TEXT) for arm, base in EQUAL_TEXT_ARMS.items()},
+                **{arm: (base, []) for arm, base in FP32_ARMS.items()}}
+# The downstream precision of each arm. The committed seven ran under bf16 autocast on a CPU that multiplies bf16
+# natively (AMX); this project's CPU changed between sessions to one without it, where a bf16 matmul of the
+# fine-tune's size takes 8x as long as fp32 (measured 196 against 24 ms, one thread), which would make the later arms
+# take days. They run in fp32, beside fp32 references (FP32_ARMS); bf16 against fp32 changed single-seed accuracies by
+# about one seed spread (docs/urdu/convergence-lora.md), so the two groups are compared within themselves only.
+BF16_ARMS = ("unadapted", "none", "random", "mean", "focus", "trans-tokenization", "lora")
+
+
+def arm_precision(arm: str, budget: str = "default") -> str:
+    """The arm's --downstream_mixed_precision value ("no": fp32). A --quick study checks the pipeline in fp32: on a
+    CPU without native bf16 its tiny fine-tunes would spend minutes in emulated bf16 kernels."""
+    return "bf16" if arm in BF16_ARMS and budget != "quick" else "no"
+
+
+def protocol_group(arm: str) -> str:
+    """Arms whose downstream checks must share one protocol: the committed seven (bf16), the equal-text control,
+    and the arms checked in fp32 (the fp32 references, from-scratch, translate-test, the decoder)."""
+    if arm in BF16_ARMS:
+        return "bf16"
+    return "equal-text" if arm in EQUAL_TEXT_ARMS else "fp32"
+
+
+# records of the unadapted model
+UNADAPTED_MODEL_ARMS = ("unadapted", "translate-test", "unadapted-equal-text", "unadapted-fp32")
 CITATIONS = {
     "unadapted": "the starting model",
     "none": "continued pretraining only (Gururangan et al. 2020)",
@@ -68,10 +121,18 @@ CITATIONS = {
     "focus": "FOCUS (Dobler & de Melo 2023)",
     "trans-tokenization": "trans-tokenization (Remy et al. 2024), eflomal (Östling & Tiedemann 2016)",
     "lora": "LoRA (Hu et al. 2022) + trainable new rows (PEFT trainable_token_indices)",
+    "from-scratch": "the same architecture and extended tokenizer from random weights, the same Urdu text and steps",
+    "translate-test": "the unadapted model fine-tuned on the English task, tested on the Urdu test paragraphs "
+                      "translated by our own Urdu-English model",
+    "unadapted-equal-text": f"the unadapted model, downstream on the first {EQUAL_WORDS} words of every paragraph",
+    "lora-equal-text": f"the default arm (lora), downstream on the first {EQUAL_WORDS} words of every paragraph",
+    "unadapted-fp32": "the starting model, downstream in fp32 (the reference of the fp32 arms)",
+    "lora-fp32": "the default arm (lora), downstream in fp32 (the reference of the fp32 arms)",
     "smollm2-unadapted": "SmolLM2-135M-Instruct as it is (byte-level BPE)",
     "smollm2-none": "SmolLM2-135M-Instruct, continued causal-LM pretraining, no new vocabulary",
 }
-RECORD_ORDER = ENCODER_ARMS + ["smollm2-unadapted", "smollm2-none"]
+RECORD_ORDER = [*BF16_ARMS, *FP32_ARMS, "from-scratch", "translate-test", *EQUAL_TEXT_ARMS, "smollm2-unadapted",
+                "smollm2-none"]
 QUICK = ["--max_train_paragraphs", "200", "--eval_paragraphs", "30", "--urdu_vocab_size", "600", "--max_steps", "4",
          "--eval_steps", "2", "--save_steps", "none", "--head_warmup_steps", "2", "--bpb_sentences", "4",
          "--curve_sentences", "3", "--downstream_train_examples", "36", "--downstream_validation_examples", "12",
@@ -82,6 +143,7 @@ QUICK = ["--max_train_paragraphs", "200", "--eval_paragraphs", "30", "--urdu_voc
 # At most 8 epochs with patience 5 (250 steps, two epochs): under the recipe's 4 epochs the unadapted model was still
 # improving at the last evaluation and gained +0.025 test accuracy with 8 (docs/urdu/convergence-full-4epochs.md),
 # and the 300-paragraph validation loss moves by ~0.03 between evaluations, so a shorter patience stops on noise.
+# The precision is each arm's (arm_precision), given explicitly: the recipe's "auto" resolves by machine.
 STUDY_DOWNSTREAM = ["--downstream_mode", "full", "--downstream_epochs", "8", "--downstream_patience", "5"]
 # A --quick study checks the pipeline, not convergence: at most two downstream epochs instead of the study's eight (its
 # end-to-end test runs eight downstream fine-tunes, and at eight epochs that test was the longest in the suite).
@@ -90,41 +152,44 @@ QUICK_SMOLLM2 = ["--max_steps", "2", "--eval_steps", "1", "--bpb_sentences", "3"
 
 
 def task_flags(arm: str, seed: int, budget: str, english_task: bool, threads: int) -> list[str]:
+    if arm in VARIANT_ARMS:  # the base arm, its downstream check with the variant's flags and precision
+        base, extra = VARIANT_ARMS[arm]
+        flags = task_flags(base, seed, budget, english_task, threads)
+        return flags[:-2] + ["--downstream_mixed_precision", arm_precision(arm, budget)] + extra
     flags = ["--seed", str(seed), "--progress_bar", "false", "--report_to", "none", "--cpu_threads", str(threads),
              "--overwrite_output_dir"]
     budget_flags = {"quick": QUICK, "full": ["--full"], "default": []}[budget]
-    if arm == "smollm2":  # no downstream check (--downstream false), which refuses downstream settings
-        budget_flags = [item for flag, value in zip(budget_flags[::2], budget_flags[1::2])
-                        if not flag.startswith("--downstream") for item in (flag, value)] \
-            if budget == "quick" else budget_flags
-    else:
-        flags += ["--downstream_seeds", str(seed)]
+    # Every arm, the decoder included, has the same downstream check (the decoder as a sequence classifier).
+    flags += ["--downstream_seeds", str(seed)]
     flags += budget_flags
     flags += ARMS[arm]
     if arm == "smollm2" and budget == "quick":
         flags += QUICK_SMOLLM2
-    if arm == "unadapted":
+    if arm in ("unadapted", "translate-test"):
         flags += ["--downstream_models", "unadapted"]
     elif arm != "smollm2":
         flags += ["--measure_unadapted", "false", "--downstream_models", "adapted"]
-    if arm != "smollm2":
+    if arm != "smollm2":  # (a decoder's bits per byte are exact: no pseudo-likelihood variants)
         flags += ["--word_l2r", "true"]  # the study reports both pseudo-likelihoods; the recipe only Salazar et al.'s
-        flags += STUDY_DOWNSTREAM + (QUICK_DOWNSTREAM if budget == "quick" else [])
+    flags += STUDY_DOWNSTREAM + (QUICK_DOWNSTREAM if budget == "quick" else [])
     if english_task and arm != "smollm2":
         flags += ["--english_downstream", "true"]
-    return flags
+    return flags + ["--downstream_mixed_precision", arm_precision(arm, budget)]  # last: variants replace it
 
 
-def budget_downstream_flags(budget: str) -> list[str]:
-    """The downstream flags of a budget's preset (a --redo-downstream run keeps its budget's task sizes)."""
+def budget_downstream_flags(budget: str, arm: str = "unadapted") -> list[str]:
+    """The downstream flags of a budget's preset for an arm (a --redo-downstream run keeps its budget's task
+    sizes)."""
     flags = {"quick": QUICK, "default": []}[budget]
     pairs = zip(flags[::2], flags[1::2])
+    extra = VARIANT_ARMS[arm][1] if arm in VARIANT_ARMS else []
     return [item for flag, value in pairs if flag.startswith("--downstream") for item in (flag, value)] \
-        + STUDY_DOWNSTREAM + (QUICK_DOWNSTREAM if budget == "quick" else [])
+        + STUDY_DOWNSTREAM + (QUICK_DOWNSTREAM if budget == "quick" else []) \
+        + ["--downstream_mixed_precision", arm_precision(arm, budget)] + extra
 
 
-def current_protocol(budget: str) -> dict:
-    """The downstream protocol a new run would use on this machine now."""
+def current_protocol(budget: str, arm: str = "unadapted") -> dict:
+    """The downstream protocol a new run of an arm would use."""
     from types import SimpleNamespace
 
     import torch
@@ -132,7 +197,7 @@ def current_protocol(budget: str) -> dict:
     from transformer_zoo.training.adaptation.downstream import downstream_precision, downstream_protocol
     from transformer_zoo.training.adaptation.recipe import build_parser
 
-    args = build_parser().parse_args(budget_downstream_flags(budget))
+    args = build_parser().parse_args(budget_downstream_flags(budget, arm))
     # The recipe's own resolution of the precision, for the accelerator a CPU run creates.
     run = SimpleNamespace(mixed_precision=args.mixed_precision, device=torch.device("cpu"))
     return downstream_protocol(args, downstream_precision(args.downstream_mixed_precision, run))
@@ -151,7 +216,7 @@ def redo_task(entry: dict, budget: str, threads: int, work: Path, english_task: 
     arm, seed = entry["arm"], entry["seed"]
     out = work / arm / f"seed-{seed}"
     command = [sys.executable, "benchmarks/urdu_downstream_rerun.py", str(out), "--cpu_threads", str(threads),
-               *budget_downstream_flags(budget)]
+               *budget_downstream_flags(budget, arm)]
     # The study's --english-task-arms decides, not the finished run's own flag (which may be from another study).
     command += ["--english_downstream", "true" if english_task else "false"]
     started = time.perf_counter()
@@ -164,7 +229,7 @@ def redo_task(entry: dict, budget: str, threads: int, work: Path, english_task: 
     results = json.loads((out / "results.json").read_text())
     common = {key: entry[key] for key in ("seed", "wall_seconds", "cpu_seconds", "threads") if key in entry}
     common["downstream_redo_seconds"] = round(time.perf_counter() - started, 1)
-    return record(arm, results, "unadapted" if arm == "unadapted" else "adapted", common)
+    return record(arm, results, "unadapted" if arm in UNADAPTED_MODEL_ARMS else "adapted", common)
 
 
 def run_task(arm: str, seed: int, budget: str, english_task: bool, threads: int, work: Path) -> list[dict]:
@@ -172,6 +237,8 @@ def run_task(arm: str, seed: int, budget: str, english_task: bool, threads: int,
     out = work / arm / f"seed-{seed}"
     command = [sys.executable, "recipes/domain_adapt.py", "--output_dir", str(out),
                *task_flags(arm, seed, budget, english_task, threads)]
+    if arm == "translate-test":  # the seeds share one translation of the test paragraphs (the translator is fixed)
+        command += ["--downstream_translate_test_cache", str(work / arm / "translations.jsonl")]
     out.parent.mkdir(parents=True, exist_ok=True)
     env = _environment(threads)
     started = time.perf_counter()
@@ -187,7 +254,8 @@ def run_task(arm: str, seed: int, budget: str, english_task: bool, threads: int,
     if arm == "smollm2":
         return [record("smollm2-unadapted", results, "unadapted", common),
                 record("smollm2-none", results, "adapted", common)]
-    return [record(arm, results, "unadapted" if arm == "unadapted" else "adapted", common)]
+    return [record(arm, results, "unadapted" if arm in UNADAPTED_MODEL_ARMS else "adapted",
+                   common)]
 
 
 def record(arm: str, results: dict, which: str, common: dict) -> dict:
@@ -208,6 +276,9 @@ def record(arm: str, results: dict, which: str, common: dict) -> dict:
     else:
         entry["curve"] = [{"step": 0, "bits_per_byte": urdu.get("curve_bits_per_byte")}]
     for language, check in (results.get("downstream") or {}).items():
+        if language == "translate_test":  # translate-test stands in the study's Urdu column, with its translator
+            language = "urdu"
+            entry["translation_quality"] = check.get("translation_quality")
         if check and which in check:
             run = check[which]["runs"][0]
             entry[f"downstream_{language}"] = {k: run[k] for k in ("accuracy", "macro_f1", "steps", "best_step")}
@@ -251,33 +322,53 @@ def summarise(records: list[dict], default_arm: str) -> dict:
                 entry[f"majority_{language}"] = with_check[f"majority_{language}"]
                 entry["downstream_sizes"] = with_check["downstream_sizes"]
         entry["curves"] = {r["seed"]: r["curve"] for r in runs}
+        if any(r.get("translation_quality") for r in runs):
+            entry["translation_quality"] = next(r["translation_quality"] for r in runs if r.get("translation_quality"))
         entry["new_row_sources"] = runs[0].get("new_row_sources")
         entry["steps"] = runs[0]["steps"]
         study[arm] = entry
         study["arms"].append(arm)
     study["default_arm"] = default_arm
-    study["downstream_protocol"] = single_protocol(records)
-    study["comparisons"] = {arm: compare(study, arm) for arm in study["arms"]
-                            if arm in ENCODER_ARMS and arm != "unadapted" and "unadapted" in study}
-    if "smollm2-none" in study and "smollm2-unadapted" in study:
-        study["comparisons"]["smollm2-none"] = compare(study, "smollm2-none", reference="smollm2-unadapted")
+    protocols = group_protocols(records)
+    study["downstream_protocol"] = protocols.get("bf16")
+    study["downstream_protocols"] = protocols
+    study["arm_groups"] = {arm: protocol_group(arm) for arm in study["arms"]}
+    # Each arm against the unadapted model checked the same way (its group's reference).
+    study["comparisons"] = {}
+    for arm in study["arms"]:
+        reference = REFERENCES.get(protocol_group(arm)) if not arm.startswith("smollm2") else "smollm2-unadapted"
+        if arm != reference and reference in study and arm != "smollm2-unadapted":
+            study["comparisons"][arm] = dict(compare(study, arm, reference=reference), against=reference)
+    # The later arms against the default arm checked the same way: does translating, or starting from random
+    # weights, do better than adapting?
+    default_fp32 = f"{default_arm}-fp32"
+    study["comparisons_with_default"] = {
+        arm: dict(compare(study, arm, reference=default_fp32), against=default_fp32)
+        for arm in ("from-scratch", "translate-test") if arm in study and default_fp32 in study}
     return study
 
 
-def single_protocol(records: list[dict]) -> dict | None:
-    """The downstream protocol every record's check used; refuses records made under different protocols, which
-    would put incomparable accuracies side by side (--redo-downstream repeats the checks under one)."""
-    protocols = {}
+# The unadapted model checked the way each group's arms are: the reference of their comparisons.
+REFERENCES = {"bf16": "unadapted", "fp32": "unadapted-fp32", "equal-text": "unadapted-equal-text"}
+
+
+def group_protocols(records: list[dict]) -> dict[str, dict]:
+    """Per protocol group (protocol_group), the downstream protocol its records' checks used; refuses a group whose
+    records were checked under different protocols, which would put incomparable accuracies side by side
+    (--redo-downstream repeats the checks under one)."""
+    groups: dict[str, dict[str, list[str]]] = {}
     for r in records:
         if any(key.startswith("downstream_") and key not in ("downstream_protocol", "downstream_sizes")
                for key in r):
+            protocols = groups.setdefault(protocol_group(r["arm"]), {})
             protocols.setdefault(json.dumps(r.get("downstream_protocol"), sort_keys=True), []).append(
                 f"{r['arm']}:{r['seed']}")
-    if len(protocols) > 1:
-        lines = "; ".join(f"{json.loads(p) or 'unrecorded'} ({', '.join(runs)})" for p, runs in protocols.items())
-        raise SystemExit(f"the study's downstream checks used different protocols: {lines}. Run "
-                         "--redo-downstream to repeat them under the recipe's current one.")
-    return json.loads(next(iter(protocols))) if protocols else None
+    for group, protocols in groups.items():
+        if len(protocols) > 1:
+            lines = "; ".join(f"{json.loads(p) or 'unrecorded'} ({', '.join(runs)})" for p, runs in protocols.items())
+            raise SystemExit(f"the study's {group} downstream checks used different protocols: {lines}. Run "
+                             "--redo-downstream to repeat them under the recipe's current one.")
+    return {group: json.loads(next(iter(protocols))) for group, protocols in groups.items()}
 
 
 def compare(study: dict, arm: str, reference: str = "unadapted") -> dict:
@@ -317,7 +408,21 @@ def recipe_default_arm() -> str:
     return "lora" if defaults.mode == "lora" else defaults.embedding_init
 
 
+def latest_records(records: list[dict]) -> list[dict]:
+    """One record per arm and seed: a later run of the same arm and seed (e.g. the decoder rerun with its
+    downstream check) supersedes the earlier one, which stays in study.partial.jsonl for the record."""
+    latest = {(r["arm"], r["seed"]): r for r in records}
+    return [r for r in records if latest[(r["arm"], r["seed"])] is r]
+
+
+def _finished(record: dict) -> bool:
+    """Whether a record counts as done: a decoder run from before the decoder arms had the downstream check does
+    not (it is run again, with the check, and the new record supersedes it)."""
+    return not record["arm"].startswith("smollm2") or "downstream_urdu" in record
+
+
 def write_outputs(records: list[dict], folder: Path, setup: dict) -> dict:
+    records = latest_records(records)
     study = summarise(records, recipe_default_arm())
     study["setup"] = setup
     (folder / "study.json").write_text(json.dumps(study, indent=2) + "\n")
@@ -331,7 +436,7 @@ def _parse_tasks(text: str, parser) -> list[tuple[str, int]]:
         wanted = [(part.split(":")[0].strip(), int(part.split(":")[1])) for part in text.split(",")]
     except (IndexError, ValueError):
         parser.error(f"--tasks takes arm:seed pairs, got {text!r}")
-    bad = [arm for arm, _ in wanted if arm not in ARMS]
+    bad = [arm for arm, _ in wanted if arm not in ARMS and arm not in VARIANT_ARMS]
     if bad:
         parser.error(f"unknown arm(s) in --tasks: {', '.join(bad)}")
     return wanted
@@ -339,16 +444,15 @@ def _parse_tasks(text: str, parser) -> list[tuple[str, int]]:
 
 def redo_downstream(records: list[dict], args, budget: str, threads: int, work: Path, folder: Path, partial: Path,
                     setup: dict, parser, english: set[str]) -> dict | None:
-    protocol = current_protocol(budget)
     wanted = _parse_tasks(args.tasks, parser) if args.tasks else None
 
-    def stale(r):  # a check made under another protocol (the decoder arm has none)
-        return not r["arm"].startswith("smollm2") and r.get("downstream_protocol") != protocol
+    def stale(r):  # a check made under another protocol than the arm's now (the old decoder runs have none)
+        return not r["arm"].startswith("smollm2") and r.get("downstream_protocol") != current_protocol(budget, r["arm"])
 
     todo = [r for r in records if stale(r) and (wanted is None or (r["arm"], r["seed"]) in wanted)]
     if wanted is not None:  # --tasks gives the order too
         todo.sort(key=lambda r: wanted.index((r["arm"], r["seed"])))
-    print(f"{len(todo)} downstream checks to repeat under {protocol}; {args.jobs} at a time.", flush=True)
+    print(f"{len(todo)} downstream checks to repeat under each arm's current protocol; {args.jobs} at a time.", flush=True)
     setup["downstream_redo"] = {"when": setup["when"], "command": setup["command"]}
     failures, lock = [], threading.Lock()
 
@@ -399,6 +503,9 @@ def main(argv=None) -> dict:
                         help="where study.json/.md/.png and study.partial.jsonl go")
     parser.add_argument("--work-dir", type=Path, default=None,
                         help="the runs' output folders (default: OUTPUT_DIR/runs, not committed)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads per run (default: CPU cores / --jobs); e.g. --jobs 1 --threads 1 leaves "
+                        "a core to another study running beside this one")
     parser.add_argument("--report-only", action="store_true",
                         help="rebuild study.json/.md/.png from study.partial.jsonl without running anything")
     parser.add_argument("--redo-downstream", action="store_true",
@@ -407,15 +514,18 @@ def main(argv=None) -> dict:
                         "repeated), then rebuild the outputs; --tasks limits it to those runs")
     args = parser.parse_args(argv)
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
-    unknown = [a for a in arms if a not in ARMS]
+    unknown = [a for a in arms if a not in ARMS and a not in VARIANT_ARMS]
     if unknown:
-        parser.error(f"unknown arm(s) {', '.join(unknown)}; choose from {', '.join(ARMS)}")
+        parser.error(f"unknown arm(s) {', '.join(unknown)}; choose from {', '.join([*ARMS, *VARIANT_ARMS])}")
     try:
         seeds = [int(s) for s in args.seeds.split(",")]
     except ValueError:
         parser.error(f"--seeds takes comma-separated integers, got {args.seeds!r}")
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
+    if args.threads is not None and args.threads < 1:
+        parser.error("--threads must be at least 1")
+    threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
     default_arm = recipe_default_arm()
     english = {a.strip().replace("DEFAULT", default_arm) for a in args.english_task_arms.split(",")} - {"none"}
     budget_name = "quick" if args.quick else "full" if args.full else "default"
@@ -427,7 +537,7 @@ def main(argv=None) -> dict:
         if partial.is_file() else []
     setup = {"command": " ".join(argv if argv is not None else sys.argv[1:]),
              "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "budget": budget_name,
-             "machine": f"{os.cpu_count()} CPU cores, torch threads per run {max(1, (os.cpu_count() or 1) // args.jobs)},"
+             "machine": f"{os.cpu_count()} CPU cores, torch threads per run {threads},"
                         f" {args.jobs} run(s) at a time", "load_average_start": os.getloadavg(),
              "english_task_arms": sorted(english)}
     if args.report_only:
@@ -436,15 +546,14 @@ def main(argv=None) -> dict:
             setup = dict(json.loads(previous.read_text()).get("setup", setup),
                          rebuilt=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
         return write_outputs(records, folder, setup)
-    threads = max(1, (os.cpu_count() or 1) // args.jobs)
     if args.redo_downstream:
         if budget_name == "full":
             parser.error("--redo-downstream repeats default or --quick budget checks, not --full ones")
         return redo_downstream(records, args, budget_name, threads, work, folder, partial, setup, parser, english)
-    done = {(r["arm"].split("-")[0] if r["arm"].startswith("smollm2") else r["arm"], r["seed"]) for r in records}
-    # Seed by seed, so that a cut-off study has every arm at the first seeds; the decoder once (first seed).
-    tasks = [(arm, seed) for seed in seeds for arm in arms if (arm, seed) not in done
-             and not (arm == "smollm2" and seed != seeds[0])]
+    done = {(r["arm"].split("-")[0] if r["arm"].startswith("smollm2") else r["arm"], r["seed"]) for r in records
+            if _finished(r)}
+    # Seed by seed, so that a cut-off study has every arm at the first seeds.
+    tasks = [(arm, seed) for seed in seeds for arm in arms if (arm, seed) not in done]
     if args.tasks:
         wanted = _parse_tasks(args.tasks, parser)
         tasks = [task for task in wanted if task not in done]

@@ -37,14 +37,19 @@ def markdown(study: dict, setup: dict, records: list[dict] = ()) -> str:
              "masked-LM encoders' is the pseudo-log-likelihood (Salazar et al. 2020) and its word-l2r variant (Kauf & "
              "Ivanova 2023), the decoder's is exact. Downstream: "
              f"{fine_tuning_name(study.get('downstream_protocol'))} on the 6-class 'which collection' task, test "
-             "accuracy, mean ± std over seeds. The recipe's default is marked ★.", "",
-             "| arm | method | seeds | Urdu bpb | Urdu bpb (word-l2r) | English bpb | fertility | Urdu bytes/s | "
+             "accuracy, mean ± std over seeds. The recipe's default is marked ★. The group says how an arm's "
+             "downstream check ran: the committed seven under bf16 autocast (on a CPU with native bf16), the later "
+             "arms in fp32 beside fp32 references (unadapted-fp32, lora-fp32), the equal-text control on the same "
+             "words per paragraph; accuracies are compared within a group only.", "",
+             "| arm | method | group | seeds | Urdu bpb | Urdu bpb (word-l2r) | English bpb | fertility | Urdu bytes/s | "
              "downstream accuracy (Urdu) | macro-F1 (Urdu) | accuracy (English task) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for arm in study["arms"]:
         e = study[arm]
         star = " ★" if arm == study["default_arm"] else ""
-        lines.append(f"| {arm}{star} | {e['description']} | {','.join(map(str, e['seeds']))} | {_bpb(e, 'bpb_urdu')} | {_bpb(e, 'bpb_urdu_word_l2r')} | "
+        group = study.get("arm_groups", {}).get(arm, "—")
+        lines.append(f"| {arm}{star} | {e['description']} | {group} | {','.join(map(str, e['seeds']))} | "
+                     f"{_bpb(e, 'bpb_urdu')} | {_bpb(e, 'bpb_urdu_word_l2r')} | "
                      f"{_bpb(e, 'bpb_english')} | {_fmt(e['fertility'], '.2f')} | "
                      f"{_fmt(e['bytes_per_second'], ',.0f')} | {_pm(e['downstream_accuracy'])} | "
                      f"{_pm(e['downstream_macro_f1'])} | {_pm(e['downstream_english_accuracy'])} |")
@@ -57,17 +62,117 @@ def markdown(study: dict, setup: dict, records: list[dict] = ()) -> str:
               "Forward throughput (bytes/s) was timed while the study's runs shared the cores, so it is noisy; the "
               "tokens per byte behind it (study.json) are exact. A seed sets both the adaptation and the downstream "
               "fine-tuning.", "", "## Against the unadapted model", "",
-              "| arm | Urdu bpb gain | downstream accuracy gain | English bpb gain | target met |", "|---|---|---|---|---|"]
-    for arm, comparison in study["comparisons"].items():
+              "| arm | against | Urdu bpb gain | downstream accuracy gain | English bpb gain | target met |",
+              "|---|---|---|---|---|---|"]
+    comparisons = [*study["comparisons"].items(), *study.get("comparisons_with_default", {}).items()]
+    for arm, comparison in comparisons:
         cells = []
         for key in ("bpb_urdu", "downstream_accuracy", "bpb_english"):
             value = comparison.get(key)
             cells.append("—" if value is None else f"{value['gain']:+.3f} ({value['verdict']})")
-        lines.append(f"| {arm} | " + " | ".join(cells) + f" | {'yes' if comparison['target_met'] else 'no'} |")
-    lines += ["", "Gains are signed so that positive is better (bits per byte: unadapted minus arm). The target: "
-              "better on Urdu bits per byte and on downstream accuracy by more than twice the larger seed standard "
-              "deviation."]
+        lines.append(f"| {arm} | {comparison.get('against', 'unadapted')} | " + " | ".join(cells)
+                     + f" | {'yes' if comparison['target_met'] else 'no'} |")
+    lines += ["", "Gains are signed so that positive is better (bits per byte: the reference minus the arm). The "
+              "target: better on Urdu bits per byte and on downstream accuracy by more than twice the larger seed "
+              "standard deviation.", "", "## What the rows show", "", *findings_lines(study)]
     return "\n".join(lines) + "\n"
+
+
+# The arms that add Urdu pieces to the vocabulary, with the adapted encoder's weights (not from scratch).
+NEW_PIECE_ARMS = ("random", "mean", "focus", "trans-tokenization", "lora")
+
+
+def _accuracy(study: dict, arm: str) -> dict | None:
+    entry = study.get(arm, {}).get("downstream_accuracy")
+    return entry if entry and entry.get("mean") is not None else None
+
+
+def _apart(study: dict, arm: str, other: str) -> str:
+    """How two arms' downstream accuracies compare against their seed spreads, in words."""
+    from transformer_zoo.training.adaptation.downstream import seed_spread_verdict
+
+    a, b = _accuracy(study, arm), _accuracy(study, other)
+    spread = None if a["std"] is None or b["std"] is None else max(a["std"], b["std"])
+    return f"{a['mean'] - b['mean']:+.3f}, {seed_spread_verdict(a['mean'] - b['mean'], spread)}"
+
+
+def findings_lines(study: dict) -> list[str]:
+    """The study's findings in sentences, every number and every comparison computed from study.json, so that the
+    words cannot drift from the table. Rows that have not run yet are said to be missing."""
+    lines: list[str] = []
+    base = _accuracy(study, "unadapted")
+    if base is None:
+        return ["The unadapted model has no downstream result yet; nothing to compare against."]
+    default = study["default_arm"]
+    added = [arm for arm in NEW_PIECE_ARMS if _accuracy(study, arm)]
+    met = [arm for arm in added if study["comparisons"].get(arm, {}).get("target_met")]
+    if added:
+        accuracies = [_accuracy(study, arm)["mean"] for arm in added]
+        bpbs = [study[arm]["bpb_urdu"] for arm in added]
+        lines.append(f"- **New Urdu pieces.** {len(met)} of {len(added)} arms that add Urdu pieces meet the target "
+                     f"({', '.join(met) or 'none'}): held-out Urdu bits per byte {study['unadapted']['bpb_urdu']:.3f} "
+                     f"unadapted against {min(bpbs):.3f}-{max(bpbs):.3f}, downstream accuracy {_pm(base)} against "
+                     f"{min(accuracies):.3f}-{max(accuracies):.3f}.")
+        best = max(added, key=lambda arm: _accuracy(study, arm)["mean"])
+        others = [f"{arm} ({_apart(study, arm, best)})" for arm in added if arm != best]
+        if others:
+            lines.append(f"- **The best downstream arm is {best}** ({_accuracy(study, best)['mean']:.3f}); against "
+                         "it: " + "; ".join(others) + ".")
+    if _accuracy(study, "none"):
+        english = study["none"].get("bpb_english")
+        lines.append(f"- **Continued pretraining without new pieces** (none): Urdu bits per byte "
+                     f"{study['none']['bpb_urdu']:.3f}, downstream {_apart(study, 'none', 'unadapted')} against the "
+                     f"unadapted model" + (f"; English bits per byte {english:.3f}." if english else "."))
+    # The later arms were checked in fp32: they are compared with the fp32 references only.
+    fp32_base, fp32_default = "unadapted-fp32", f"{default}-fp32"
+    references = [arm for arm in (fp32_base, fp32_default) if _accuracy(study, arm)]
+    if references:
+        lines.append("- **The fp32 references** (the later arms' downstream checks ran in fp32; see the group column): "
+                     + "; ".join(f"{arm} {_pm(_accuracy(study, arm))}" for arm in references)
+                     + (f"; the default arm's gain in fp32 {_apart(study, fp32_default, fp32_base)}."
+                        if len(references) == 2 else "."))
+    for arm, question in (("from-scratch", "is the English pretraining worth anything?"),
+                          ("translate-test", "is adapting better than translating the test set into English?")):
+        if not _accuracy(study, arm):
+            lines.append(f"- **{arm}** ({question}): not run yet"
+                         + (" (it needs the translation study's Urdu-English model)." if arm == "translate-test"
+                            else "."))
+            continue
+        entry = study[arm]
+        against = [f"{_apart(study, arm, ref)} against {ref}" for ref in references]
+        detail = ""
+        if arm == "from-scratch":
+            detail = (f" (the adapted arms' architecture and tokenizer from random weights, the same text and "
+                      f"{entry.get('steps')} steps; Urdu bits per byte {entry['bpb_urdu']:.3f})")
+        else:
+            quality = entry.get("translation_quality") or {}
+            if quality:
+                detail = (f" (our Urdu-English model on these paragraphs: chrF {quality['chrf']:.1f}, BLEU "
+                          f"{quality['bleu']:.1f} against the hadith's own English)")
+        accuracy = _accuracy(study, arm)
+        lines.append(f"- **{arm}** ({question}){detail}: {_pm(accuracy)}; "
+                     + ("; ".join(against) if against else "no fp32 reference yet") + ".")
+    equal = study["comparisons"].get(f"{default}-equal-text", {}).get("downstream_accuracy")
+    fixed = study["comparisons"].get(fp32_default, {}).get("downstream_accuracy")
+    if equal and fixed:
+        words = _accuracy(study, f"{default}-equal-text")["mean"] - _accuracy(study, fp32_default)["mean"]
+        lines.append(f"- **Equal text.** In the 64-token window the default arm gains {fixed['gain']:+.3f} over the "
+                     f"unadapted model (fp32); when both read the same first words of every paragraph it gains "
+                     f"{equal['gain']:+.3f} ({equal['verdict']}). So {fixed['gain'] - equal['gain']:+.3f} of the gain "
+                     f"comes from fitting more words into the window, and {equal['gain']:+.3f} remains with the same "
+                     f"text; cut to the same words, the default arm itself changes by {words:+.3f}.")
+    else:
+        lines.append("- **Equal text**: not run yet (or its fp32 references are missing).")
+    decoder = [arm for arm in ("smollm2-unadapted", "smollm2-none") if arm in study]
+    if decoder:
+        parts = []
+        for arm in decoder:
+            accuracy = _accuracy(study, arm)
+            parts.append(f"{arm} {study[arm]['bpb_urdu']:.3f} bits per byte (seeds "
+                         f"{','.join(map(str, study[arm]['seeds']))}), downstream "
+                         + (_pm(accuracy) if accuracy else "not run"))
+        lines.append("- **The decoder** (SmolLM2-135M): " + "; ".join(parts) + ".")
+    return lines
 
 
 def convergence_lines(study: dict, records: list[dict]) -> list[str]:

@@ -565,3 +565,42 @@ def test_lora_targets_that_name_no_module_are_refused_before_the_data_loads(tmp_
     assert raised.value.code == 2
     assert ("--lora_target_modules value: no module of the model has that name, so no adapter would train there; "
             "the model's linear layers are named ") in capsys.readouterr().err
+
+
+def test_from_scratch_uses_the_adapted_tokenizer_and_none_of_the_checkpoints_weights(tmp_path, english_wordpiece,
+                                                                                      capsys):
+    """--from_scratch: the architecture and extended tokenizer of an adapted run, every weight drawn afresh."""
+    from transformers import AutoModelForMaskedLM
+
+    model_dir = save_english_mlm(tmp_path / "english-model", english_wordpiece)
+    data_file = write_labelled_urdu(tmp_path / "urdu.jsonl", 120)
+    common = ["--model", str(model_dir), "--dataset", str(data_file), "--max_train_paragraphs", "none",
+              "--eval_paragraphs", "12", "--urdu_vocab_size", "200", "--min_frequency", "1", "--context_length", "32",
+              "--per_device_batch_size", "8", "--max_steps", "2", "--eval_steps", "2", "--save_steps", "none",
+              "--head_warmup_steps", "0", "--downstream", "false", "--bpb_sentences", "4", "--curve_sentences", "3",
+              "--english_dataset", "none", "--measure_unadapted", "false", "--progress_bar", "false",
+              "--report_to", "none", "--mode", "full", "--learning_rate", "1e-12"]
+    adapted = main(common + ["--output_dir", str(tmp_path / "adapted")])
+    scratch = main(common + ["--output_dir", str(tmp_path / "scratch"), "--from_scratch", "true"])
+    assert scratch["from_scratch"] and scratch["embedding_init"] is None and adapted["embedding_init"] == "mean"
+    assert scratch["vocabulary_size"] == adapted["vocabulary_size"] > len(english_wordpiece)
+    # the same extension (its trainer breaks ties between equally frequent pairs differently run to run, so the
+    # pieces themselves may differ by a few: vocabulary_extension's note)
+    assert scratch["new_tokens"] == adapted["new_tokens"] > 0
+    assert scratch["tokenizer"]["extended"]["fertility"] == pytest.approx(adapted["tokenizer"]["extended"]["fertility"],
+                                                                          rel=0.05)
+    source = AutoModelForMaskedLM.from_pretrained(model_dir).state_dict()
+    with_rate_0 = {"adapted": AutoModelForMaskedLM.from_pretrained(tmp_path / "adapted").state_dict(),
+                   "scratch": AutoModelForMaskedLM.from_pretrained(tmp_path / "scratch").state_dict()}
+    # a learning rate of 1e-12: the adapted run still holds the checkpoint's weights, the scratch run none of them
+    names = [key for key in source if key.endswith(".weight") and "embed" not in key and "lm_head" not in key]
+    assert names
+    for name in names:
+        assert torch.allclose(with_rate_0["adapted"][name], source[name], atol=1e-6), name
+        assert not torch.allclose(with_rate_0["scratch"][name], source[name], atol=1e-3) or \
+            torch.all(source[name] == source[name].flatten()[0]), name  # (a constant init, e.g. a norm's ones)
+    card = (tmp_path / "scratch" / "README.md").read_text(encoding="utf-8")
+    assert "from scratch" in card.lower()
+    with pytest.raises(SystemExit):
+        main(common[:-4] + ["--output_dir", str(tmp_path / "lora"), "--from_scratch", "true", "--mode", "lora"])
+    assert "--from_scratch true pretrains random weights: it needs --mode full" in capsys.readouterr().err

@@ -113,9 +113,20 @@ def test_the_study_protocol_is_the_recipes_flags_with_its_longer_full_fine_tunin
 
     assert protocol["mode"] == "full" and defaults.downstream_mode == "lora"
     assert protocol["learning_rate"] == DOWNSTREAM_LEARNING_RATES["full"]
-    assert study_module.task_flags("mean", 1, "default", False, 1)[-6:] == study_module.STUDY_DOWNSTREAM
+    flags = study_module.task_flags("mean", 1, "default", False, 1)
+    assert flags[-len(study_module.STUDY_DOWNSTREAM) - 2:-2] == study_module.STUDY_DOWNSTREAM
     assert protocol["stopping_metric"] == defaults.downstream_stopping_metric
-    assert protocol["precision"] in ("no", "bf16")  # "auto", resolved for this CPU
+    # The precision is fixed per arm, whatever this CPU multiplies natively: the committed seven as they ran (bf16),
+    # the later arms and their references in fp32.
+    assert protocol["precision"] == "bf16"
+    assert flags[-2:] == ["--downstream_mixed_precision", "bf16"]
+    for arm in ("unadapted-fp32", "lora-fp32", "from-scratch", "translate-test", "smollm2", "lora-equal-text"):
+        assert study_module.current_protocol("default", arm)["precision"] == "no"  # the recipe's name for fp32
+        arm_flags = study_module.task_flags(arm, 1, "default", False, 1)
+        assert arm_flags.count("--downstream_mixed_precision") == 1 and "bf16" not in arm_flags
+    # A variant is its base arm's run with other downstream flags only.
+    base, variant = (study_module.task_flags(arm, 2, "default", True, 1) for arm in ("lora", "lora-fp32"))
+    assert base[:-1] == variant[:-1] and (base[-1], variant[-1]) == ("bf16", "no")
     assert study_module.budget_downstream_flags("quick")[:2] == ["--downstream_train_examples", "36"]
 
 
@@ -123,10 +134,10 @@ def test_the_study_protocol_is_the_recipes_flags_with_its_longer_full_fine_tunin
 def test_every_arm_passes_only_flags_its_run_reads(budget):
     """The recipe refuses a flag it would ignore (downstream settings with --downstream false, LoRA settings with
     --mode full): every arm's command line must pass that check, and parse."""
-    from transformer_zoo.training import adaptation_arguments
+    from transformer_zoo.training.adaptation import arguments as adaptation_arguments
     from transformer_zoo.training.engine.cli import check_flags_apply
 
-    for arm in study_module.ARMS:
+    for arm in [*study_module.ARMS, *study_module.VARIANT_ARMS]:
         for english_task in (False, True):
             parser = adaptation_arguments.build_parser()
             args = adaptation_arguments.apply_full_preset(
@@ -135,13 +146,64 @@ def test_every_arm_passes_only_flags_its_run_reads(budget):
             check_flags_apply(parser, args, adaptation_arguments.FLAG_SCOPES, defaults)
 
 
+def test_each_group_has_its_own_protocol_reference_and_comparisons():
+    """The committed seven (bf16) against the unadapted model; the later arms (fp32) against the fp32 references,
+    and from-scratch and translate-test against the default arm in fp32 too; the equal-text control within itself."""
+    accuracies = {"unadapted": 0.55, "lora": 0.68, "unadapted-fp32": 0.56, "lora-fp32": 0.70, "from-scratch": 0.40,
+                  "translate-test": 0.75, "unadapted-equal-text": 0.56, "lora-equal-text": 0.62}
+    records = [run_record(arm, seed, 3.0 if "unadapted" in arm else 1.2, accuracy + 0.01 * seed)
+               for arm, accuracy in accuracies.items() for seed in (1, 2)]
+    for r in records:
+        r["downstream_protocol"] = study_module.current_protocol("default", r["arm"])
+    study = study_module.summarise(records, "lora")
+    assert study["downstream_protocol"]["precision"] == "bf16"
+    assert {group: p["precision"] for group, p in study["downstream_protocols"].items()} == {
+        "bf16": "bf16", "fp32": "no", "equal-text": "no"}
+    assert study["downstream_protocols"]["equal-text"]["max_words"] == study_module.EQUAL_WORDS
+    assert study["arms"] == ["unadapted", "lora", "unadapted-fp32", "lora-fp32", "from-scratch", "translate-test",
+                             "unadapted-equal-text", "lora-equal-text"]
+    against = {arm: c["against"] for arm, c in study["comparisons"].items()}
+    assert against == {"lora": "unadapted", "lora-fp32": "unadapted-fp32", "from-scratch": "unadapted-fp32",
+                       "translate-test": "unadapted-fp32", "lora-equal-text": "unadapted-equal-text"}
+    gain = {arm: c["downstream_accuracy"]["gain"] for arm, c in study["comparisons"].items()}
+    assert gain["lora"] == pytest.approx(0.13) and gain["lora-equal-text"] == pytest.approx(0.06)
+    assert gain["from-scratch"] == pytest.approx(-0.16)
+    with_default = study["comparisons_with_default"]
+    assert with_default["translate-test"]["against"] == "lora-fp32"
+    assert with_default["translate-test"]["downstream_accuracy"]["gain"] == pytest.approx(0.05)
+    assert with_default["from-scratch"]["downstream_accuracy"]["gain"] == pytest.approx(-0.30)
+    text = study_module.markdown(study, {"command": "x", "when": "now", "machine": "m"})
+    assert "| translate-test | lora-fp32 |" in text and "| from-scratch | unadapted-fp32 |" in text
+    # The findings say which part of the default arm's gain is more words in the window: fixed-budget gain (fp32)
+    # 0.70 - 0.56 = +0.14, same-words gain +0.06, so +0.08 from the window.
+    assert "gains +0.140 over the unadapted model (fp32)" in text and "So +0.080 of the gain" in text
+    assert "translate-test** (is adapting better" in text and "+0.050" in text
+
+    # Checks of one group under two protocols are refused; across groups they are expected.
+    records[2]["downstream_protocol"] = dict(records[2]["downstream_protocol"], precision="fp32")  # a lora run
+    with pytest.raises(SystemExit, match="bf16 downstream checks used different protocols"):
+        study_module.summarise(records, "lora")
+
+
+def test_a_decoder_run_without_its_downstream_check_is_run_again_and_superseded():
+    old = run_record("smollm2-none", 1, 1.8, 0.0)
+    del old["downstream_urdu"]  # recorded before the decoder arms had the check
+    new = run_record("smollm2-none", 1, 1.7, 0.4)
+    encoder = run_record("mean", 1, 1.0, 0.6)
+    assert not study_module._finished(old) and study_module._finished(new) and study_module._finished(encoder)
+    latest = study_module.latest_records([old, encoder, new])
+    assert latest == [encoder, new]  # one record per arm and seed, the later one
+    assert study_module.summarise(latest, "mean")["smollm2-none"]["bpb_urdu"] == 1.7
+
+
 def test_redo_downstream_follows_the_order_of_tasks(tmp_path, monkeypatch):
     records = [run_record(arm, seed, 1.0, 0.5) for arm in ("unadapted", "mean") for seed in (1, 2)]
     done = []
 
     def fake_redo(entry, budget, threads, work, english_task):
         done.append((entry["arm"], entry["seed"]))
-        return dict(entry, downstream_protocol=study_module.current_protocol(budget), downstream_redo_seconds=0.0)
+        return dict(entry, downstream_protocol=study_module.current_protocol(budget, entry["arm"]),
+                    downstream_redo_seconds=0.0)
 
     monkeypatch.setattr(study_module, "redo_task", fake_redo)
     parser = study_module.argparse.ArgumentParser()

@@ -146,6 +146,11 @@ def build_parser() -> RecipeArgumentParser:
     objective.add_argument("--adapt", type=str2bool, default=True,
                            help="false: measure (and fine-tune) the unadapted model only: no new vocabulary, no "
                            "continued pretraining.")
+    objective.add_argument("--from_scratch", type=str2bool, default=False,
+                           help="The baseline that asks whether the English pretraining is worth anything: the same "
+                           "architecture and the same extended Urdu tokenizer as an adapted run, but every weight "
+                           "drawn at random, then pretrained on the same Urdu text for the same steps (needs --mode "
+                           "full; --embedding_init does not apply). Default: false.")
 
     measure = parser.add_argument_group("measurement (bits per byte, comparable across tokenizers)")
     measure.add_argument("--bpb_sentences", type=int, default=60,
@@ -175,6 +180,17 @@ def build_parser() -> RecipeArgumentParser:
     downstream.add_argument("--english_downstream", type=str2bool, default=False,
                             help="Also run the check on the English version of the task (hadith-en): what the "
                             "adaptation forgets. Doubles the check's time.")
+    downstream.add_argument("--downstream_translate_test", default=None, metavar="MODEL_DIR",
+                            help="Translate-test instead of the native Urdu check: the Urdu test paragraphs "
+                            "translated to English by this Urdu-to-English model (scripts/reproduce.py --experiment "
+                            "translation --save-models DIR saves DIR/urdu-translation-ur-en, which never trained on "
+                            "them), classified by the unadapted model fine-tuned on the English task (hadith-en). "
+                            "Needs --adapt false. Default: none.")
+    downstream.add_argument("--downstream_translate_test_cache", default=None, metavar="FILE",
+                            help="JSON-lines file of translate-test's translations: a run whose translator and test "
+                            "paragraphs match it reads them instead of translating again (several seeds share one "
+                            "translation), and a run that translates writes it. Default: "
+                            "OUTPUT_DIR/downstream/translate-test/translations.jsonl.")
     downstream.add_argument("--downstream_train_examples", type=optional_int, default=2000,
                             help="Label-stratified training examples (from the training split).")
     downstream.add_argument("--downstream_validation_examples", type=optional_int, default=300,
@@ -183,6 +199,11 @@ def build_parser() -> RecipeArgumentParser:
                             help="Test examples (from the test split, never seen in adaptation).")
     downstream.add_argument("--downstream_max_length", type=int, default=64,
                             help="Tokens per example, the same budget for both models.")
+    downstream.add_argument("--downstream_max_words", type=optional_int, default=None,
+                            help="Cut every paragraph to its first N words before tokenizing, so that models with "
+                            "different tokenizers read the same text (the equal-text control; give a "
+                            "--downstream_max_length that covers N words for every model, and read the truncation "
+                            "counts the report gives). Default: none (the token budget alone decides).")
     downstream.add_argument("--downstream_epochs", type=float, default=4.0,
                             help="Most fine-tuning epochs (training stops early when the validation "
                             "--downstream_stopping_metric stops improving).")
@@ -267,4 +288,6 @@ FLAG_SCOPES = (
     (("parallel_dataset", "parallel_in_domain"), lambda args: args.embedding_init == "trans-tokenization",
      "with --embedding_init trans-tokenization"),
     (_downstream_flags, lambda args: args.downstream, "with --downstream true"),
+    (("downstream_translate_test_cache",), lambda args: bool(args.downstream_translate_test),
+     "with --downstream_translate_test (the translations it caches)"),
 )

@@ -90,6 +90,10 @@ def downstream_check(args, corpus: datasets.DatasetDict, options: dict | None, c
     )
     if options is not None:
         task_corpus = datasets.DatasetDict({k: normalise_dataset(v, options) for k, v in task_corpus.items()})
+    if args.downstream_max_words:
+        words = args.downstream_max_words
+        task_corpus = task_corpus.map(lambda batch: {"text": [" ".join(t.split()[:words]) for t in batch["text"]]},
+                                      batched=True, desc=f"first {words} words")
     names = corpus["train"].features["label"].names
     task_data = finetuning.TaskData(task_corpus, names, dict(card, sizes={k: len(v) for k, v in task_corpus.items()}))
     parser = finetuning.build_parser()
@@ -129,7 +133,8 @@ def downstream_check(args, corpus: datasets.DatasetDict, options: dict | None, c
         runs = [result for (job_name, _, _), result in zip(jobs, results) if job_name == name]
         summary[name] = {
             "runs": [{"seed": r["seed"], "steps": r["steps"], "best_step": r["best_step"],
-                      "train_seconds": r["train_seconds"], **{k: r["test"][k] for k in ("accuracy", "macro_f1")}}
+                      "train_seconds": r["train_seconds"], "truncated_examples": r.get("truncated_examples"),
+                      **{k: r["test"][k] for k in ("accuracy", "macro_f1")}}
                      for r in runs],
             **{k: dict(zip(("mean", "std"), mean_std([r["test"][k] for r in runs]))) for k in ("accuracy",
                                                                                             "macro_f1")},
@@ -216,7 +221,9 @@ def downstream_protocol(args, precision: str) -> dict:
             "batch_size": args.downstream_batch_size, "max_length": args.downstream_max_length,
             "eval_steps": args.downstream_eval_steps, "patience": args.downstream_patience,
             "stopping_metric": args.downstream_stopping_metric, "precision": precision,
-            "attention_dropout": args.downstream_attention_dropout}
+            "attention_dropout": args.downstream_attention_dropout,
+            # only when set, so that the protocols of checks made before the flag existed still compare equal
+            **({"max_words": args.downstream_max_words} if getattr(args, "downstream_max_words", None) else {})}
 
 
 def seed_spread_verdict(gain: float, spread: float | None) -> str:

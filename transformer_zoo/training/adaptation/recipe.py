@@ -15,6 +15,7 @@ import json
 import time
 from pathlib import Path
 
+import torch
 from accelerate.utils import set_seed
 from torch import nn
 from transformers.modeling_outputs import MaskedLMOutput
@@ -57,6 +58,7 @@ from .data import (  # noqa: F401  (UrduData, EnglishData, sentences_dataset: re
     sentences_dataset,
 )
 from .downstream import classification_start, compare_over_seeds, downstream_check
+from .translate_test import translated_test_corpus
 from .measures import bits_per_byte, held_out_sample, language_measures
 from .models import LoadedLM, load_language_model
 from .report import report_tables, write_card
@@ -222,6 +224,14 @@ def run(args) -> dict:
         raise ValueError(f"--downstream_models takes unadapted and/or adapted, got {','.join(args.downstream_models)}.")
     if not args.adapt and "adapted" in args.downstream_models:
         args.downstream_models = [m for m in args.downstream_models if m != "adapted"]
+    if args.downstream_translate_test and (args.adapt or args.english_dataset in (None, "none")):
+        raise ValueError("--downstream_translate_test classifies with the unadapted English model: it needs --adapt "
+                         "false and an --english_dataset (hadith-en) for the English task.")
+    if args.from_scratch:
+        if args.mode != "full" or not args.adapt or args.extend_vocab == "false":
+            raise ValueError("--from_scratch true pretrains random weights: it needs --mode full, --adapt true and "
+                             "the Urdu vocabulary (--extend_vocab auto or true); LoRA would freeze random weights.")
+        args.extend_vocab = "true"
 
     # 1. data ------------------------------------------------------------------------------------------------
     lm = load_language_model(args.model, args.gguf_file)  # first: a wrong --model fails before the data loads
@@ -302,6 +312,20 @@ def run(args) -> dict:
         if main:
             save_statistics(stats, output_dir)
 
+        if args.from_scratch:
+            # The same architecture and the same extended tokenizer, every weight drawn afresh (the model class's
+            # own initialisation, seeded): what the adapted arms gain from the English pretraining is the
+            # difference to this run.
+            torch.manual_seed(args.seed)
+            lm.model = type(lm.model)(copy.deepcopy(lm.model.config))
+            if args.dropout_sampler is not None:
+                set_dropout_sampler(lm.model, args.dropout_sampler)
+            lm.new_head, lm.pooler_state, lm.base_model = False, None, None
+            lm.provenance.append("Trained from scratch: the architecture and extended tokenizer of the checkpoint "
+                                 "above with random weights (--from_scratch); none of its weights were used.")
+            init_report = None
+            if main:
+                print("--from_scratch: every weight drawn at random; the English pretraining is not used.", flush=True)
         phases["vocabulary_extension"] = time.perf_counter() - started - sum(phases.values())
         # 4. continued pretraining -------------------------------------------------------------------------
         with accelerator.main_process_first():
@@ -385,8 +409,19 @@ def run(args) -> dict:
         if adapted is not None and "adapted" in args.downstream_models:
             specs["adapted"] = classification_start(adapted, lm.pooler_state, tokenizer,
                                                     output_dir / "downstream-start" / "adapted", accelerator)
-        downstream = {"urdu": downstream_check(args, data.corpus, data.options, data.card, specs, accelerator,
-                                               output_dir / "downstream" / "urdu", args.dataset)}
+        if args.downstream_translate_test:
+            # Translate-test replaces the native check: the English model on the Urdu test paragraphs in English.
+            cache = (args.downstream_translate_test_cache
+                     or output_dir / "downstream" / "translate-test" / "translations.jsonl")
+            task, quality = translated_test_corpus(args, data.corpus, english.corpus, args.downstream_translate_test,
+                                                   cache)
+            downstream = {"translate_test": downstream_check(
+                args, task, None, corpus_card_info(english.corpus), specs, accelerator,
+                output_dir / "downstream" / "translate-test", args.english_dataset)}
+            downstream["translate_test"]["translation_quality"] = quality
+        else:
+            downstream = {"urdu": downstream_check(args, data.corpus, data.options, data.card, specs, accelerator,
+                                                   output_dir / "downstream" / "urdu", args.dataset)}
         if args.english_downstream and english is not None:
             downstream["english"] = downstream_check(args, english.corpus, None, corpus_card_info(english.corpus),
                                                      specs, accelerator, output_dir / "downstream" / "english",
@@ -395,7 +430,8 @@ def run(args) -> dict:
 
     results = {
         "model": lm.source, "objective": objective, "mode": args.mode, "dataset": args.dataset,
-        "adapt": args.adapt, "embedding_init": args.embedding_init if extension is not None else None,
+        "adapt": args.adapt, "from_scratch": args.from_scratch,
+        "embedding_init": args.embedding_init if extension is not None and not args.from_scratch else None,
         "new_row_sources": init_report.counts if init_report is not None else None,
         "adaptation_paragraphs": len(data.adaptation_texts), "held_out_sentences": {k: len(v) for k, v in
                                                                                     samples.items()},
