@@ -125,7 +125,9 @@ def test_word_l2r_masks_the_later_pieces_of_the_word_by_hand(wordpiece):
     l2r = masked_lm_pseudo_bits_per_byte(model, wordpiece, texts, batch_size=4, within_word="l2r")
     plain = masked_lm_pseudo_bits_per_byte(model, wordpiece, texts, batch_size=4)
     assert l2r["bits"] == pytest.approx(expected, rel=1e-10)
-    assert l2r["tokens"] == plain["tokens"] and l2r["bits"] != pytest.approx(plain["bits"], rel=1e-6)
+    # Both sums are exact to ~1e-12 in float64 (the by-hand check above holds to 1e-10), so a difference beyond
+    # 1e-9 is a real one; a near-uniform tiny model makes it small (CI measured 7e-7 relative), not absent.
+    assert l2r["tokens"] == plain["tokens"] and l2r["bits"] != pytest.approx(plain["bits"], rel=1e-9)
     # The head-at-the-masked-position path of a zoo encoder equals scoring the full logits.
     generic = masked_lm_pseudo_bits_per_byte(_LogitsOnly(model), wordpiece, texts, batch_size=3, within_word="l2r")
     assert generic["bits"] == pytest.approx(l2r["bits"], rel=1e-10)

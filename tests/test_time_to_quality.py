@@ -46,3 +46,35 @@ def test_the_text_has_tiny_shakespeares_size_and_layout():
     train, validation = benchmark.split_text(text)
     assert train + validation == text and train.endswith("\n")
     assert abs(len(validation) / len(text) - 0.1) < 0.001
+
+
+def _run(arm, wall, exact, curve):
+    return {"arm": arm, "wall_seconds": wall, "validation_bits_per_byte": exact,
+            "curve": [{"step": step, "seconds": seconds, "estimated_bits_per_byte": value}
+                      for step, seconds, value in curve]}
+
+
+def test_targets_are_computed_from_the_runs():
+    peer = _run("nanogpt", 100.0, 2.70, [(0, 5, 6.0), (250, 20, 3.6), (500, 35, 3.3), (750, 50, 3.1)])
+    shape = _run("zoo-nanogpt-shape", 110.0, 2.75, [(250, 25, 3.6), (500, 38, 3.4), (750, 51, 3.2)])
+    fast = _run("zoo-default", 90.0, 2.50, [(100, 30, 3.0), (200, 45, 2.69), (300, 80, 2.55)])
+    goals = benchmark.targets({"runs": [peer, shape, fast]})
+    # Reached at the 45 s evaluation (2.69 <= 2.70): 45 % of nanoGPT's 100 s.
+    assert goals["reach"] == {"seconds": 45, "measured_as": "estimate", "share_of_nanogpt_wall": 0.45, "met": True}
+    # The exact score at exit (90 s, inside 100 s) is the best: 0.20 below.
+    within = goals["within_nanogpt_wall"]
+    assert within["measured_as"] == "exact" and abs(within["below_nanogpt_by"] - 0.20) < 1e-12 and within["met"]
+    # Median step: nanoGPT 60 ms (15 s per 250 steps), the zoo 52 ms (13 s per 250): faster.
+    step = goals["step_at_nanogpt_shape"]
+    assert abs(step["nanogpt_seconds"] - 0.060) < 1e-12 and abs(step["zoo_seconds"] - 0.052) < 1e-12 and step["met"]
+
+    slow = _run("zoo-default", 300.0, 2.40, [(150, 70, 2.9), (300, 140, 2.66), (450, 300, 2.45)])
+    goals = benchmark.targets({"runs": [peer, slow]})
+    assert goals["reach"]["seconds"] == 140 and not goals["reach"]["met"]
+    # Only the 70 s evaluation is inside nanoGPT's 100 s: 2.9 is worse than 2.70, so not met.
+    assert goals["within_nanogpt_wall"]["seconds"] == 70 and not goals["within_nanogpt_wall"]["met"]
+    assert "step_at_nanogpt_shape" not in goals
+    never = _run("zoo-default", 60.0, 2.9, [(100, 30, 3.2)])
+    assert benchmark.targets({"runs": [peer, never]})["reach"] == {"seconds": None, "measured_as": None,
+                                                                   "share_of_nanogpt_wall": None, "met": False}
+    assert benchmark.targets({"runs": [fast]}) is None
