@@ -27,6 +27,7 @@ import importlib
 import inspect
 import io
 import json
+import statistics
 import os
 import pkgutil
 import re
@@ -397,11 +398,106 @@ def _speed_table(result_file: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _load_average(record: dict) -> str:
+    return f"load average {record['load_average_before'][0]:.1f} before, {record['load_average_after'][0]:.1f} after"
+
+
+def _speed_setup(result_file: str) -> str:
+    """The setup line of a benchmarks/compare_hf.py result: its command (from the arguments it recorded), versions
+    and load."""
+    record = json.loads((ROOT / result_file).read_text())
+    a = record["args"]
+    command = (f"python benchmarks/compare_hf.py --families {a['families']} --attn {a['attn']}"
+               + (f" --compile --compile-target {a['compile_target']}" if a.get("compile") else "")
+               + f" --rounds {a['rounds']} --steps {a['steps']} --threads {a['threads']}")
+    return (f"Command: `{command}`; width {a['hidden']}, {a['layers']} layers, {a['heads']} heads, sequence "
+            f"{a['seq_len']}, batch {a['batch_size']}, {a['new_tokens']} generated tokens; torch {record['torch']}, "
+            f"transformers {record['transformers']}, {record['threads']} threads, {_load_average(record)} "
+            f"(`{result_file}`).\n")
+
+
+def _mfu_table(result_file: str) -> str:
+    """benchmarks/throughput_mfu.py's result: tokens per second, MFU and HFU per side, the attention kernel."""
+    record = json.loads((ROOT / result_file).read_text())
+    lines = ["| peer | tokens/s zoo / peer | speed-up | MFU zoo / peer | HFU zoo / peer | attention kernel (zoo) |",
+             "|---|---|---|---|---|---|"]
+    for row in record["rows"]:
+        zoo, peer = row["zoo"], row["peer"]
+        name = PEERS.get(row["family"], row["family"].replace("bert+sparse", "BERT MLM (zoo: sparse_prediction)"))
+        kernels = ", ".join(k for k in zoo["attention_kernels"] if "backward" not in k) or "none (math path)"
+        lines.append(f"| {name} | {zoo['tokens_per_s']:,.0f} / {peer['tokens_per_s']:,.0f} | {row['speedup']:.2f} | "
+                     f"{zoo['mfu'] * 100:.1f} % / {peer['mfu'] * 100:.1f} % | {zoo['hfu'] * 100:.1f} % / "
+                     f"{peer['hfu'] * 100:.1f} % | {kernels} |")
+    a = record["args"]
+    peaks = record.get("peak_flops_before_after") or [record["peak_flops"]]
+    lines += ["", "Command: `python benchmarks/throughput_mfu.py "
+              f"--precision {a['precision']} --threads {a['threads']} --rounds {a['rounds']} --steps {a['steps']}`; {record['device_name']}, measured dense matmul peak "
+              + " and ".join(f"{peak / 1e12:.3f}" for peak in peaks) + f" TFLOP/s (the higher counts); "
+              f"{_load_average(record)} (`{result_file}`)."]
+    return "\n".join(lines) + "\n"
+
+
+def _end_to_end_table() -> str:
+    """benchmarks/finetune_vs_trainer.py: the recipe's default job against the same job with transformers' Trainer,
+    the whole job and a 20-step run, medians over alternated runs."""
+    columns = (("startup_s", "start-up (s)", ".2f"), ("steady_step_s", "steady step (s)", ".3f"),
+               ("between_steps_s", "between steps (s)", ".1f"), ("end_of_run_s", "end of run (s)", ".1f"),
+               ("wall_s", "whole run (s)", ".1f"), ("peak_rss_mib", "peak memory (MiB)", ".0f"))
+    lines = ["| job | side | " + " | ".join(label for _, label, _ in columns) + " | whole run: Trainer / recipe |",
+             "|---|---|" + "---|" * (len(columns) + 1)]
+    notes = []
+    for result_file, job in (("benchmarks/results/finetune_vs_trainer_full_length_order_cpu.json", "whole job"),
+                             ("benchmarks/results/finetune_vs_trainer_length_order_cpu.json", "20 steps")):
+        record = json.loads((ROOT / result_file).read_text())
+        summary = record["summary"]
+        ratio = summary["trainer"]["wall_s"]["median"] / summary["recipe"]["wall_s"]["median"]
+        for side in ("recipe", "trainer"):
+            # A median of a few milliseconds either way prints as 0.0, not -0.0.
+            cells = [format(summary[side][key]["median"] + 0.0 if abs(summary[side][key]["median"]) >= 0.05 else 0.0,
+                            spec) for key, _, spec in columns]
+            lines.append(f"| {job} | {'recipe' if side == 'recipe' else 'Trainer'} | " + " | ".join(cells)
+                         + f" | {f'**{ratio:.2f}**' if side == 'recipe' else ''} |")
+        notes.append(f"{job}: {record['args']['pairs']} alternated pairs, {_load_average(record)} (`{result_file}`)")
+    return "\n".join(lines) + "\n\n" + "; ".join(notes) + ".\n"
+
+
+def _allocator_table() -> str:
+    result_file = "benchmarks/results/allocators_cpu.json"
+    record = json.loads((ROOT / result_file).read_text())
+    lines = ["| allocator | GPT-2-shaped step zoo / transformers (ms) | ViT-shaped step zoo / transformers (ms) |",
+             "|---|---|---|"]
+    for name, families in record["variants"].items():
+        cells = [f"{families[f]['train_zoo_s'] * 1000:.0f} / {families[f]['train_peer_s'] * 1000:.0f}"
+                 for f in ("gpt2", "vit")]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + f"\n\n{_load_average(record).capitalize()} (`{result_file}`).\n"
+
+
+def _speed_not_met(result_file: str) -> str:
+    """The rows of the latest side-by-side run under the 1.1 target, named from the JSON."""
+    record = json.loads((ROOT / result_file).read_text())
+    under = [f"{PEERS.get(row['family'], row['family'])} {row['attn']}"
+             + (f" + compile ({row.get('compile_target', 'model')})" if row["compile"] else "")
+             + f" ({row['train']['speedup']:.2f})" for row in record["rows"] if row["train"]["speedup"] < 1.1]
+    generation = [f"{PEERS.get(row['family'], row['family'])} {row['attn']} ({row['generate']['speedup']:.2f})"
+                  for row in record["rows"] if "generate" in row and row["generate"]["speedup"] < 1.1]
+    return (("Training rows under 1.1 in the latest run: " + ", ".join(under) + "." if under else
+             "Every training row of the latest run is at 1.1 or above.") + " "
+            + ("Generation rows under 1.1: " + ", ".join(generation) + "." if generation else
+               "Every generation row is at 1.1 or above.") + "\n")
+
+
 def _translation_table() -> str:
     record = json.loads((DOCS / "reproduce" / "translation.json").read_text())
+    from transformer_zoo.analysis.reproduce.translation_setup import LANGUAGE_PAIRS
+
     lines = ["| pair | test sentences | model BLEU | model chrF | retrieval BLEU / chrF | copy BLEU / chrF | training |",
              "|---|---|---|---|---|---|---|"]
-    for pair in record["pairs"].values():
+    for name in record["settings"]["pairs"]:
+        if name not in record["pairs"]:  # a partial report: the study is still running
+            lines.append(f"| {LANGUAGE_PAIRS.get(name, name)} | — | not finished yet | | | | |")
+            continue
+        pair = record["pairs"][name]
         beats = pair["test_bleu"] > pair["retrieval_bleu"] and pair["test_chrf"] > pair["retrieval_chrf"]
         bleu, chrf = (f"**{pair['test_bleu']:.2f}**", f"**{pair['test_chrf']:.2f}**") if beats else (
             f"{pair['test_bleu']:.2f}", f"{pair['test_chrf']:.2f}")  # bold only where it beats retrieval
@@ -410,6 +506,122 @@ def _translation_table() -> str:
                      f"{pair['copy_bleu']:.2f} / {pair['copy_chrf']:.2f} | {pair['steps']:,} steps, "
                      f"{pair['train_seconds'] / 60:.1f} min |")
     return "\n".join(lines) + "\n"
+
+
+def _long_context() -> str:
+    """benchmarks/long_context.py's sweep: per variant and length, time per token and the step's peak memory; the
+    largest length that ran; the quality proxy (and the longer quality run beside it)."""
+    record = json.loads((ROOT / "benchmarks" / "results" / "long_context_cpu.json").read_text())
+    longer = json.loads((ROOT / "benchmarks" / "results" / "long_context_cpu_quality1000.json").read_text())
+    labels = {"eager": "eager (exact)", "sdpa": "sdpa (exact)", "sliding_window": f"sliding_window w={record['window']}",
+              "linformer": f"linformer k={record['linformer_k']}",
+              "performer": f"performer m={record['performer_features']}"}
+    lengths = record["lengths"]
+    lines = ["| variant | " + " | ".join(f"n={n:,}" for n in lengths) + f" | largest n run (≤ {record['memory_cap_gb']:g} "
+             f"GiB) | next-byte loss, {record['quality_steps']} steps, n={record['quality_length']} |",
+             "|---|" + "---|" * (len(lengths) + 2)]
+    for name, variant in record["variants"].items():
+        by_length = {point["n"]: point for point in variant["sweep"]}
+        cells, largest = [], None
+        for n in lengths:
+            point = by_length.get(n)
+            if point is None:
+                cells.append("–")
+            elif point["status"] == "ok":
+                cells.append(f"{point['us_per_token']:.0f} µs, {point['peak_memory_mb']:.0f} MB")
+                largest = n
+            elif point["status"] == "skipped":
+                cells.append(f"skipped (> {record['time_cap_s']:g} s)")
+            else:
+                cells.append(f"over {record['memory_cap_gb']:g} GiB")
+        capped = any(point["status"] == "skipped" for point in variant["sweep"])
+        quality = variant.get("quality", {})
+        loss = f"{quality['eval_loss']:.3f}" if "eval_loss" in quality else "n/a (not causal)"
+        lines.append(f"| {labels.get(name, name)} | " + " | ".join(cells) + f" | {largest:,}"
+                     + (" (time-capped)" if capped else "") + f" | {loss} |")
+    quality = {name: variant["quality"]["eval_loss"] for name, variant in longer["variants"].items()
+               if "eval_loss" in variant.get("quality", {})}
+    lines += ["", f"(Each cell: forward + backward time per token, peak memory of the step.) Torch {record['torch']}, "
+              f"{record['threads']} thread; load average {record['load_average_at_start'][0]:.1f} at the start and "
+              f"{record['load_average_at_end'][0]:.1f} at the end (the machine was shared, which is why single-thread "
+              f"timings were used); the command took {record['wall_seconds'] / 60:.1f} min "
+              "(`benchmarks/results/long_context_cpu.json`). The longer quality run "
+              f"({longer['quality_steps']} steps, `benchmarks/results/long_context_cpu_quality1000.json`): "
+              + ", ".join(f"{name} {loss:.3f}" for name, loss in quality.items()) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def _generation_checks() -> str:
+    result_file = "benchmarks/results/compare_hf_generation_input_checks_cpu.json"
+    record = json.loads((ROOT / result_file).read_text())
+    rows = ", ".join(f"{PEERS.get(row['family'], row['family'])} {row['generate']['speedup']:.2f}×"
+                     for row in record["rows"] if "generate" in row)
+    return f"Generation with the checks, against transformers ({_load_average(record)}, `{result_file}`): {rows}.\n"
+
+
+def _max_length_study() -> str:
+    """The fine-tuning recipe's --max_length 128 against 256 over seeds (the retired probe finetune_max_length.py)."""
+    result_file = "benchmarks/results/finetune_max_length_cpu.json"
+    record = json.loads((ROOT / result_file).read_text())
+    by_length = {n: [run for run in record["runs"] if run["max_length"] == n] for n in record["lengths"]}
+    short, long = record["lengths"][0], record["lengths"][-1]
+    total = {n: sum(run["truncated_examples"]["test"]["truncated"] for run in runs) / len(runs)
+             for n, runs in by_length.items()}
+
+    def accuracy(n):
+        mean, std = statistics.mean(r["test_accuracy"] for r in by_length[n]), statistics.stdev(
+            r["test_accuracy"] for r in by_length[n])
+        return f"{mean:.3f} ± {std:.3f}"
+
+    ratio = (statistics.mean(r["train_seconds"] for r in by_length[long])
+             / statistics.mean(r["train_seconds"] for r in by_length[short]))
+    return (f"Over seeds {', '.join(map(str, record['seeds']))}, test accuracy was {accuracy(short)} at {short} tokens "
+            f"({total[short]:.0f} test passages cut, mean over seeds) and {accuracy(long)} at {long} "
+            f"({total[long]:.0f} cut), for "
+            f"{ratio:.1f} times the training time (`{result_file}`).\n")
+
+
+def _translation_notes() -> str:
+    """What the default models' numbers say, from docs/reproduce/translation.json and the step-time measurement."""
+    record = json.loads((DOCS / "reproduce" / "translation.json").read_text())
+    timing = json.loads((ROOT / "benchmarks" / "results" / "translation_step_time_cpu.json").read_text())
+    threads = {row["threads"]: row for row in timing["rows"]}
+    lines = [f"Training times are one torch thread each, with the study's second worker on the other core. With the "
+             f"machine to itself, the default model's training step took a median "
+             f"{threads[2]['median_step_seconds']:.3f} s on two threads and {threads[1]['median_step_seconds']:.3f} s "
+             f"on one (load average {timing['load_before'][0]:.1f} before, {timing['load_after'][0]:.1f} after; "
+             "`benchmarks/results/translation_step_time_cpu.json`): the "
+             f"{timing['study_steps']:,} steps alone are {threads[2]['projected_minutes_for_study_steps']:.0f} min "
+             "on two threads.", ""]
+    for pair in record["pairs"].values():
+        before = [e for e in pair["dev_evaluations"] if e.get("averaged") == 1 and e["step"] == pair["steps"]]
+        after = [e for e in pair["dev_evaluations"] if e.get("averaged", 0) > 1]
+        margin_bleu = pair["test_bleu"] - pair["retrieval_bleu"]
+        margin_chrf = pair["test_chrf"] - pair["retrieval_chrf"]
+        if margin_bleu > 0 and margin_chrf > 0:
+            head = (f"- **{pair['language_pair']}** beats the retrieval baseline by {margin_bleu:.1f} BLEU and "
+                    f"{margin_chrf:.1f} chrF")
+        else:
+            head = (f"- **{pair['language_pair']} does not translate at this budget**: {pair['steps']:,} optimizer "
+                    f"steps; retrieval is better by {-margin_bleu:.1f} BLEU and {-margin_chrf:.1f} chrF")
+        if before and after:
+            head += (f"; averaging the last {pair['checkpoints_averaged']} checkpoints moved the dev split's greedy "
+                     f"BLEU from {before[0]['greedy_bleu']:.2f} to {after[0]['greedy_bleu']:.2f} and its loss from "
+                     f"{before[0]['loss']:.2f} to {after[0]['loss']:.2f}")
+        curve = [e for e in pair["dev_evaluations"] if e.get("averaged") == 1 and e["step"] < pair["steps"]]
+        if len(curve) >= 3:
+            head += ("; dev greedy BLEU during training: "
+                     + ", ".join(f"{e['greedy_bleu']:.1f} (step {e['step']:,})" for e in curve[-3:]))
+        lines.append(head + ".")
+    return "\n".join(lines) + "\n"
+
+
+def _translation_table3() -> str:
+    """Table 3 as the study's own report renders it (transformer_zoo.analysis.reproduce.translation_table3)."""
+    from transformer_zoo.analysis.reproduce.translation_table3 import table3_markdown
+
+    record = json.loads((DOCS / "reproduce" / "translation.json").read_text())
+    return "\n".join(table3_markdown(record)[2:]).strip() + "\n"
 
 
 def _pretrain_default() -> str:
@@ -440,17 +652,146 @@ def _time_to_quality() -> str:
     lines.append(f"Text: {record['text']['characters']:,} characters, the last "
                  f"{record['text']['validation_characters']:,} for validation; load average {before:.2f} before the "
                  f"first arm and {after:.2f} after the last; torch {record['torch']}, {record['cpu_count']} cores.")
+    goals = record.get("targets")
+    if goals:
+        verdict = {True: "**met**", False: "**not met**"}
+        reach, within = goals["reach"], goals["within_nanogpt_wall"]
+        lines += ["", "The targets (computed by the benchmark's `targets()`):", ""]
+        if reach["seconds"] is None:
+            lines.append(f"- Reach nanoGPT's {goals['nanogpt_bits_per_byte']:.3f} bits per byte in at most half its "
+                         f"{goals['nanogpt_wall_seconds']:.0f} s: {verdict[False]}; the default run never got there.")
+        else:
+            lines.append(f"- Reach nanoGPT's {goals['nanogpt_bits_per_byte']:.3f} bits per byte in at most half its "
+                         f"{goals['nanogpt_wall_seconds']:.0f} s ({goals['nanogpt_wall_seconds'] / 2:.1f} s): "
+                         f"{verdict[reach['met']]}; the default run got there after {reach['seconds']:.0f} s "
+                         f"({reach['share_of_nanogpt_wall']:.0%} of nanoGPT's time; {reach['measured_as']}).")
+        if within:
+            lines.append(f"- Within nanoGPT's wall time, at least {goals['clearly_lower']} bits per byte lower: "
+                         f"{verdict[within['met']]}; {within['bits_per_byte']:.3f} after {within['seconds']:.0f} s "
+                         f"({within['below_nanogpt_by']:+.3f} below nanoGPT; {within['measured_as']}).")
+        step = goals.get("step_at_nanogpt_shape")
+        if step:
+            lines.append(f"- At nanoGPT's exact shape, a step at least as fast: {verdict[step['met']]}; median "
+                         f"{step['zoo_seconds'] * 1000:.0f} ms against nanoGPT's {step['nanogpt_seconds'] * 1000:.0f}"
+                         f" ms ({step['speedup']:.2f}x), evaluation included in both.")
     return "\n".join(lines) + "\n"
 
 
+# ================================================================================================ the Urdu page
+URDU = DOCS / "urdu"
+
+
+def _urdu_findings() -> str:
+    """The study report's own findings (benchmarks/urdu_adaptation_report.findings_lines, computed from study.json)."""
+    text = (URDU / "study.md").read_text()
+    return text[text.index("## What the rows show") + len("## What the rows show"):].strip() + "\n"
+
+
+def _urdu_convergence() -> str:
+    """Each earlier downstream protocol against twice the epochs, on the same saved model and seed."""
+    lines = ["| protocol | arm | protocol: accuracy (best step / steps) | 8 epochs: accuracy (best step / steps) | "
+             "difference |", "|---|---|---|---|---|"]
+    for name in ("convergence-full-4epochs", "convergence-lora"):
+        record = json.loads((URDU / f"{name}.json").read_text())
+        for arm, runs in record["arms"].items():
+            if "long" not in runs:
+                continue
+            short, long = runs["protocol"], runs["long"]
+            protocol = short["protocol"]
+            label = (f"{'LoRA' if protocol.get('mode', 'lora') == 'lora' else 'full fine-tuning'}, "
+                     f"{protocol['learning_rate']:g}, {protocol['epochs']:g} epochs (`docs/urdu/{name}.md`)")
+            lines.append(f"| {label} | {arm} | {short['accuracy']:.3f} ({short['best_step']} / {short['steps']}) | "
+                         f"{long['accuracy']:.3f} ({long['best_step']} / {long['steps']}) | "
+                         f"{long['accuracy'] - short['accuracy']:+.3f} |")
+    lora = json.loads((URDU / "convergence-lora.json").read_text())["arms"]
+    changes = [f"{arm} {runs['fp32']['accuracy'] - runs['protocol']['accuracy']:+.3f}"
+               for arm, runs in lora.items() if "fp32" in runs]
+    lines += ["", "The same LoRA fine-tunes in fp32 instead of bf16 autocast (seed 1, `docs/urdu/convergence-lora.md`), "
+              "accuracy fp32 minus bf16: " + ", ".join(changes) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def _urdu_protocol_change() -> str:
+    """The study's arms under the 4-epoch protocol against the current one, same saved models and seeds."""
+    old = json.loads((URDU / "study-full-4epochs.json").read_text())
+    new = json.loads((URDU / "study.json").read_text())
+    lines = ["| arm | 4 epochs, patience 3 | 8 epochs, patience 5 (the study) | difference |", "|---|---|---|---|"]
+    for arm in old["arms"]:
+        before, after = old[arm].get("downstream_accuracy"), new.get(arm, {}).get("downstream_accuracy")
+        if not before or not after or before.get("std") is None or after.get("std") is None:
+            continue
+        lines.append(f"| {arm} | {before['mean']:.3f} ± {before['std']:.3f} | {after['mean']:.3f} ± "
+                     f"{after['std']:.3f} | {after['mean'] - before['mean']:+.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def _gnu_time(path: Path) -> dict[str, str]:
+    fields = {}
+    for line in path.read_text().splitlines():
+        if ":" in line:
+            key, _, value = line.strip().rpartition(": ")
+            fields[key] = value
+    return fields
+
+
+URDU_PHASES = ("data", "unadapted_measures", "vocabulary_extension", "continued_pretraining", "adapted_measures",
+               "downstream")
+
+
+def _one_minute_loads(text: str) -> list[float]:
+    """The 1-minute load averages a load.txt logged: `uptime` lines, or a sampler's `start HH:MM:SS load a b c` and
+    `HH:MM:SS a b c` lines."""
+    found = [float(value) for value in re.findall(r"load average: ([\d.]+)", text)]
+    return found or [float(match) for match in re.findall(r"^(?:start )?[\d:]+ (?:load )?([\d.]+) [\d.]+ [\d.]+$",
+                                                          text, flags=re.M)]
+
+
+def _urdu_default_runs() -> str:
+    """Every committed run of the recipe's default command: wall time under /usr/bin/time, load, phases, numbers."""
+    lines = ["| run folder | wall time | load average at start, end | unadapted / adapted accuracy | Urdu bits per "
+             "byte, unadapted / adapted | phases (s) |", "|---|---|---|---|---|---|"]
+    for folder in sorted(URDU.glob("default-run*")):
+        results = json.loads((folder / "results.json").read_text())
+        timing = _gnu_time(folder / "time.txt")
+        loads = _one_minute_loads((folder / "load.txt").read_text())
+        check = results["downstream"]["urdu"]
+        accuracy = " / ".join(f"{check[m]['accuracy']['mean']:.3f} ± {check[m]['accuracy']['std']:.3f}"
+                              for m in ("unadapted", "adapted"))
+        bits = f"{results['unadapted']['urdu']['bits_per_byte']:.3f} / {results['adapted']['urdu']['bits_per_byte']:.3f}"
+        recorded = results.get("phase_seconds") or {}
+        phases = ", ".join(f"{name.replace('_', ' ')} {recorded[name]:.0f}" for name in URDU_PHASES if name in recorded)
+        mode = check["protocol"].get("mode", "lora")
+        lines.append(f"| `docs/urdu/{folder.name}/` ({mode} downstream) | "
+                     f"{timing['Elapsed (wall clock) time (h:mm:ss or m:ss)']} | {loads[0]:.2f}, {loads[-1]:.2f} | {accuracy} | "
+                     f"{bits} | {phases or 'not recorded'} |")
+    return "\n".join(lines) + "\n"
+
+
+LATEST_SPEED = "benchmarks/results/compare_hf_kept_memory_cpu.json"  # the speed page's headline run
 FRAGMENTS = {
     "time-to-quality": _time_to_quality,
     "pretrain-default": _pretrain_default,
-    "speed-latest": lambda: _speed_table("benchmarks/results/compare_hf_kept_memory_cpu.json"),
+    "speed-latest": lambda: _speed_table(LATEST_SPEED),
+    "speed-latest-setup": lambda: _speed_setup(LATEST_SPEED),
+    "speed-not-met": lambda: _speed_not_met(LATEST_SPEED),
+    "speed-mfu": lambda: _mfu_table("benchmarks/results/throughput_mfu_cpu.json"),
+    "speed-mfu-bf16": lambda: _mfu_table("benchmarks/results/throughput_mfu_cpu_bf16.json"),
+    "speed-end-to-end": _end_to_end_table,
+    "speed-allocators": _allocator_table,
     "translation-results": _translation_table,
+    "translation-notes": _translation_notes,
+    "long-context": _long_context,
+    "max-length-study": _max_length_study,
+    "generation-checks": _generation_checks,
+    "translation-table3": _translation_table3,
     # The Urdu study's own report (benchmarks/urdu_adaptation_report.py writes it from study.json).
     "urdu-study-arms": lambda: _markdown_tables((DOCS / "urdu" / "study.md").read_text())[0] + "\n",
     "urdu-study-gains": lambda: _markdown_tables((DOCS / "urdu" / "study.md").read_text())[1] + "\n",
+    "urdu-study-findings": _urdu_findings,
+    "parameter-counts": lambda: importlib.import_module("transformer_zoo.analysis.parameter_counts").markdown_table(),
+    "urdu-convergence": _urdu_convergence,
+    "urdu-protocol-change": _urdu_protocol_change,
+    "urdu-default-runs": _urdu_default_runs,
 }
 
 
