@@ -29,6 +29,13 @@ logger = logging.get_logger(__name__)
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Shows each flag's default, and keeps the description's line breaks (for examples)."""
 
+    def _get_help_string(self, action):
+        # A help that already says what the default is (e.g. "default: the preset's", where the stored default is
+        # None) would otherwise end with a second, misleading "(default: None)".
+        if "default:" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
 
 def str2bool(value) -> bool:
     if isinstance(value, bool):

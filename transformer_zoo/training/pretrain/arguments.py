@@ -64,8 +64,42 @@ OBJECTIVES = {
 }
 FAMILY_OBJECTIVES = {"decoder": {"clm"}, "encoder": {"mlm"}, "seq2seq": {"translation", "denoising"},
                      "vit": {"image"}}
-# The no-argument run: a ~5 M-parameter GPT-style decoder (4 layers, width 256) that fits 10 minutes on two cores.
+# The model of a run that leaves --model_overrides out: 4 layers of width 256 (~5 M parameters with a vocabulary of
+# 8,000), except where FAMILY_DEFAULTS says otherwise.
 DEFAULT_MODEL_OVERRIDES = "hidden_size=256,num_hidden_layers=4,num_attention_heads=4,intermediate_size=1024"
+# What a flag left unset means, per family. The decoder's values (the no-argument run) were chosen by measurement:
+# benchmarks/time_to_quality.py on Shakespeare against nanoGPT, a sweep of width, vocabulary and learning rate
+# (benchmarks/results/time_to_quality_sweep_cpu.json, docs/time-to-quality.md): in a few-minute CPU budget a narrow
+# model (width 128) with the 8,000-piece vocabulary at a high learning rate beat widths 192 and 256 and vocabularies
+# of 2,000 and 4,000 (more text per token and per step). The other families keep the values their configs in
+# recipes/configs/ use, which no benchmark has yet compared against these. None of this changes a model class's own
+# defaults.
+FAMILY_DEFAULTS = {
+    "decoder": {"model_overrides": "hidden_size=128,num_hidden_layers=4,num_attention_heads=4,intermediate_size=512",
+                "learning_rate": 3e-3},
+}
+COMMON_DEFAULTS = {"model_overrides": DEFAULT_MODEL_OVERRIDES, "vocab_size": 8000, "learning_rate": 1e-3,
+                   "dropout": None}
+
+
+def family_default(family: str, flag: str):
+    """The value flag `flag` takes when it is left unset for --family `family`."""
+    return FAMILY_DEFAULTS.get(family, {}).get(flag, COMMON_DEFAULTS[flag])
+
+
+def apply_family_defaults(args) -> None:
+    """Fill the flags left unset (None) with their family's defaults (FAMILY_DEFAULTS, else COMMON_DEFAULTS); a value
+    from the command line or --config is kept as given."""
+    for flag in COMMON_DEFAULTS:
+        if getattr(args, flag) is None:
+            setattr(args, flag, family_default(args.family, flag))
+
+
+def _defaults_help(flag: str, describe=str) -> str:
+    # The help names each family's default, generated from the tables above so that it cannot drift.
+    special = ", ".join(f"{family} {describe(values[flag])}" for family, values in FAMILY_DEFAULTS.items()
+                        if flag in values)
+    return f"default: {special}; other families {describe(COMMON_DEFAULTS[flag])}"
 
 
 def parse_overrides(value) -> dict:
@@ -106,11 +140,14 @@ def build_parser() -> RecipeArgumentParser:
     model.add_argument("--preset", default="tiny",
                        help="Named config preset of the family (e.g. tiny, gpt2, bert-base, transformer-base, "
                        "vit-small); docs/reference/configuration.md lists every preset.")
-    model.add_argument("--model_overrides", default=DEFAULT_MODEL_OVERRIDES,
+    model.add_argument("--model_overrides", default=None,
                        help="Config fields over the preset, as key=value,key=value (YAML: a mapping), e.g. "
-                       "'position_embedding_type=rope,norm_position=pre'. '' keeps the preset as it is.")
+                       "'position_embedding_type=rope,norm_position=pre'. '' keeps the preset as it is ("
+                       + _defaults_help("model_overrides", lambda value: f"'{value}'") + ").")
     model.add_argument("--dropout", type=float, default=None,
-                       help="Set embedding, attention and hidden dropout to this value (default: the preset's).")
+                       help="Set embedding, attention and hidden dropout to this value ("
+                       + _defaults_help("dropout", lambda value: "the preset's" if value is None else str(value))
+                       + ").")
     model.add_argument("--attention_dropout", type=float, default=None,
                        help="Set only the attention-probability dropout (after --dropout; default: the preset's). "
                        "Its cost on CPUs: with dropout > 0 PyTorch's SDPA leaves its fused kernel for the math path "
@@ -166,7 +203,8 @@ def build_parser() -> RecipeArgumentParser:
                            help="Kind of tokenizer to train: auto = wordpiece for the encoder, byte-level bpe "
                            "otherwise; char = one token per character (nanoGPT's choice for a small corpus: almost "
                            "no parameters in the embeddings; --vocab_size then caps the characters kept).")
-    tokenizer.add_argument("--vocab_size", type=int, default=8000, help="Vocabulary size of a trained tokenizer.")
+    tokenizer.add_argument("--vocab_size", type=int, default=None,
+                           help="Vocabulary size of a trained tokenizer (" + _defaults_help("vocab_size") + ").")
     tokenizer.add_argument("--lowercase", type=str2bool, default=False, help="Lowercase text in a trained tokenizer.")
 
     evaluation = parser.add_argument_group("evaluation")
@@ -192,10 +230,13 @@ def build_parser() -> RecipeArgumentParser:
     evaluation.add_argument("--sample_tokens", type=int, default=60, help="Length of that sample in tokens.")
 
     add_training_arguments(
-        parser, output_dir="outputs/pretrain", max_steps=450, per_device_batch_size=16, learning_rate=1e-3,
+        parser, output_dir="outputs/pretrain", max_steps=450, per_device_batch_size=16, learning_rate=None,
         warmup_steps=None, warmup_ratio=0.05, lr_scheduler="cosine", weight_decay=0.1, adam_beta2=0.95,
         logging_steps=10, eval_steps=150, save_steps=150, eval_batch_size=32,
     )
+    for action in parser._actions:  # the loop's shared flag, with this recipe's per-family default
+        if action.dest == "learning_rate":
+            action.help = f"Peak learning rate, reached at the end of warmup ({_defaults_help('learning_rate')})."
     add_early_stopping_arguments(parser, metric="eval_loss")
     return parser
 

@@ -72,6 +72,7 @@ from .arguments import (  # noqa: F401
     FLAG_SCOPES,
     OBJECTIVES,
     Family,
+    apply_family_defaults,
     build_parser,
     check_overrides,
     check_preset,
@@ -435,5 +436,7 @@ def _card_data(corpus) -> dict:
 
 def main(argv=None) -> dict:
     parser = build_parser()
+    # Family defaults fill the unset flags after check_flags_apply, which must see them unset (a vit run that leaves
+    # --vocab_size out has not asked for one).
     return run_recipe(parser, parser.parse_args(argv), run, lambda args: check_flags_apply(parser, args, FLAG_SCOPES),
-                      check_overrides, check_averaging)
+                      apply_family_defaults, check_overrides, check_averaging)
