@@ -677,6 +677,22 @@ def _time_to_quality() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _time_to_quality_sweep() -> str:
+    """The sweep that chose the decoder's defaults (benchmarks/results/time_to_quality_sweep_cpu.json)."""
+    record = json.loads((ROOT / "benchmarks" / "results" / "time_to_quality_sweep_cpu.json").read_text())
+    peer = json.loads((ROOT / "benchmarks" / "results" / "time_to_quality_cpu.json").read_text())
+    goal = next(run for run in peer["runs"] if run["arm"] == "nanogpt")["validation_bits_per_byte"]
+    lines = ["| run | flags over the old defaults | parameters | steps | wall (s) | bits per byte at exit | "
+             f"first evaluation at or below {goal:.3f} |", "|---|---|---|---|---|---|---|"]
+    for run in record["runs"]:
+        flags = run["command"].split("recipes/pretrain.py", 1)[1].replace("--eval_steps 50 --save_steps none", "")
+        reached = next((p for p in run["curve"] if p["estimated_bits_per_byte"] <= goal), None)
+        lines.append(f"| {run['arm']} | `{' '.join(flags.split())}` | {run['parameters'] / 1e6:.2f} M | {run['steps']} | "
+                     f"{run['wall_seconds']:.0f} | {run['validation_bits_per_byte']:.3f} | "
+                     + (f"{reached['seconds']:.0f} s (step {reached['step']})" if reached else "never") + " |")
+    return "\n".join(lines) + "\n"
+
+
 # ================================================================================================ the Urdu page
 URDU = DOCS / "urdu"
 
@@ -770,6 +786,7 @@ def _urdu_default_runs() -> str:
 LATEST_SPEED = "benchmarks/results/compare_hf_kept_memory_cpu.json"  # the speed page's headline run
 FRAGMENTS = {
     "time-to-quality": _time_to_quality,
+    "time-to-quality-sweep": _time_to_quality_sweep,
     "pretrain-default": _pretrain_default,
     "speed-latest": lambda: _speed_table(LATEST_SPEED),
     "speed-latest-setup": lambda: _speed_setup(LATEST_SPEED),
@@ -855,7 +872,7 @@ def render_tutorial_figures(pages: list[Path] | None = None) -> list[Path]:
 
 # ================================================================================================ main
 # Benchmark figures a page shows: copied from benchmarks/results into the site (docs/figures), byte for byte.
-COPIED_FIGURES = ("time_to_quality_cpu.png",)
+COPIED_FIGURES = ("time_to_quality_cpu.png", "time_to_quality_sweep_cpu.png")
 
 
 def rendered() -> dict[Path, str | bytes]:
