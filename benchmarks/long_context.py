@@ -339,28 +339,40 @@ def quality_run(variant: str, args, train_bytes: torch.Tensor, valid_bytes: torc
 
 
 # ================================================================================================ report
+def _cell(point: dict | None, results: dict) -> str:
+    if point is None:
+        return "–"
+    if point["status"] == "ok":
+        return f"{point['us_per_token']:.0f} µs, {point['peak_memory_mb']:.0f} MB"
+    if point["status"] == "skipped":
+        return f"skipped (> {results['time_cap_s']:g} s)"
+    if point["status"].startswith("over memory cap"):
+        return f"over {results['memory_cap_gb']:g} GiB"
+    return point["status"]  # out of memory, worker failed
+
+
 def format_table(results: dict) -> str:
+    """Per variant and length: time per token and the step's peak memory; the largest length that ran; the quality
+    proxy. Printed after a run and rendered into docs/efficient-attention.md by scripts/render_docs.py."""
+    labels = {"eager": "eager (exact)", "sdpa": "sdpa (exact)",
+              "sliding_window": f"sliding_window w={results['window']}",
+              "linformer": f"linformer k={results['linformer_k']}",
+              "performer": f"performer m={results['performer_features']}"}
     lengths = results["lengths"]
     objective = "next-byte" if results["quality_family"] == "decoder" else "masked-byte"
-    header = ["variant"] + [f"n={n}" for n in lengths] + [
-        "largest n run", f"{objective} loss after {results['quality_steps']} steps @ n={results['quality_length']}"]
-    rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for variant, entry in results["variants"].items():
-        by_n = {record["n"]: record for record in entry["sweep"]}
-        cells = [variant]
-        for n in lengths:
-            record = by_n.get(n)
-            if record is None:
-                cells.append("–")
-            elif record["status"] == "ok":
-                cells.append(f"{record['us_per_token']:.0f} µs, {record['peak_memory_mb']:.0f} MB")
-            else:
-                cells.append(record["status"].split(" (")[0])
-        fitted = [record["n"] for record in entry["sweep"] if record["status"] == "ok"]
-        cells.append(str(max(fitted)) if fitted else "none")
-        quality = entry.get("quality") or {}
-        cells.append(f"{quality['eval_loss']:.3f}" if "eval_loss" in quality else "n/a")
-        rows.append("| " + " | ".join(cells) + " |")
+    rows = ["| variant | " + " | ".join(f"n={n:,}" for n in lengths)
+            + f" | largest n run (≤ {results['memory_cap_gb']:g} GiB) | {objective} loss, "
+            f"{results['quality_steps']} steps, n={results['quality_length']} |",
+            "|---|" + "---|" * (len(lengths) + 2)]
+    for name, variant in results["variants"].items():
+        by_length = {point["n"]: point for point in variant["sweep"]}
+        fitted = [point["n"] for point in variant["sweep"] if point["status"] == "ok"]
+        capped = any(point["status"] == "skipped" for point in variant["sweep"])
+        quality = variant.get("quality") or {}
+        loss = f"{quality['eval_loss']:.3f}" if "eval_loss" in quality else "n/a (not causal)"
+        largest = f"{max(fitted):,}" if fitted else "none"
+        rows.append(f"| {labels.get(name, name)} | " + " | ".join(_cell(by_length.get(n), results) for n in lengths)
+                    + f" | {largest}" + (" (time-capped)" if capped else "") + f" | {loss} |")
     return "\n".join(rows)
 
 

@@ -513,32 +513,8 @@ def _long_context() -> str:
     largest length that ran; the quality proxy (and the longer quality run beside it)."""
     record = json.loads((ROOT / "benchmarks" / "results" / "long_context_cpu.json").read_text())
     longer = json.loads((ROOT / "benchmarks" / "results" / "long_context_cpu_quality1000.json").read_text())
-    labels = {"eager": "eager (exact)", "sdpa": "sdpa (exact)", "sliding_window": f"sliding_window w={record['window']}",
-              "linformer": f"linformer k={record['linformer_k']}",
-              "performer": f"performer m={record['performer_features']}"}
-    lengths = record["lengths"]
-    lines = ["| variant | " + " | ".join(f"n={n:,}" for n in lengths) + f" | largest n run (≤ {record['memory_cap_gb']:g} "
-             f"GiB) | next-byte loss, {record['quality_steps']} steps, n={record['quality_length']} |",
-             "|---|" + "---|" * (len(lengths) + 2)]
-    for name, variant in record["variants"].items():
-        by_length = {point["n"]: point for point in variant["sweep"]}
-        cells, largest = [], None
-        for n in lengths:
-            point = by_length.get(n)
-            if point is None:
-                cells.append("–")
-            elif point["status"] == "ok":
-                cells.append(f"{point['us_per_token']:.0f} µs, {point['peak_memory_mb']:.0f} MB")
-                largest = n
-            elif point["status"] == "skipped":
-                cells.append(f"skipped (> {record['time_cap_s']:g} s)")
-            else:
-                cells.append(f"over {record['memory_cap_gb']:g} GiB")
-        capped = any(point["status"] == "skipped" for point in variant["sweep"])
-        quality = variant.get("quality", {})
-        loss = f"{quality['eval_loss']:.3f}" if "eval_loss" in quality else "n/a (not causal)"
-        lines.append(f"| {labels.get(name, name)} | " + " | ".join(cells) + f" | {largest:,}"
-                     + (" (time-capped)" if capped else "") + f" | {loss} |")
+    # The table is the benchmark's own (printed after every run), so the page and the script cannot disagree.
+    lines = [runpy.run_path(str(ROOT / "benchmarks" / "long_context.py"))["format_table"](record)]
     quality = {name: variant["quality"]["eval_loss"] for name, variant in longer["variants"].items()
                if "eval_loss" in variant.get("quality", {})}
     lines += ["", f"(Each cell: forward + backward time per token, peak memory of the step.) Torch {record['torch']}, "
