@@ -78,8 +78,7 @@ FAMILY_DEFAULTS = {
     "decoder": {"model_overrides": "hidden_size=128,num_hidden_layers=4,num_attention_heads=4,intermediate_size=512",
                 "learning_rate": 3e-3},
 }
-COMMON_DEFAULTS = {"model_overrides": DEFAULT_MODEL_OVERRIDES, "vocab_size": 8000, "learning_rate": 1e-3,
-                   "dropout": None}
+COMMON_DEFAULTS = {"model_overrides": DEFAULT_MODEL_OVERRIDES, "learning_rate": 1e-3}
 
 
 def family_default(family: str, flag: str):
@@ -145,9 +144,7 @@ def build_parser() -> RecipeArgumentParser:
                        "'position_embedding_type=rope,norm_position=pre'. '' keeps the preset as it is ("
                        + _defaults_help("model_overrides", lambda value: f"'{value}'") + ").")
     model.add_argument("--dropout", type=float, default=None,
-                       help="Set embedding, attention and hidden dropout to this value ("
-                       + _defaults_help("dropout", lambda value: "the preset's" if value is None else str(value))
-                       + ").")
+                       help="Set embedding, attention and hidden dropout to this value (default: the preset's).")
     model.add_argument("--attention_dropout", type=float, default=None,
                        help="Set only the attention-probability dropout (after --dropout; default: the preset's). "
                        "Its cost on CPUs: with dropout > 0 PyTorch's SDPA leaves its fused kernel for the math path "
@@ -203,8 +200,7 @@ def build_parser() -> RecipeArgumentParser:
                            help="Kind of tokenizer to train: auto = wordpiece for the encoder, byte-level bpe "
                            "otherwise; char = one token per character (nanoGPT's choice for a small corpus: almost "
                            "no parameters in the embeddings; --vocab_size then caps the characters kept).")
-    tokenizer.add_argument("--vocab_size", type=int, default=None,
-                           help="Vocabulary size of a trained tokenizer (" + _defaults_help("vocab_size") + ").")
+    tokenizer.add_argument("--vocab_size", type=int, default=8000, help="Vocabulary size of a trained tokenizer.")
     tokenizer.add_argument("--lowercase", type=str2bool, default=False, help="Lowercase text in a trained tokenizer.")
 
     evaluation = parser.add_argument_group("evaluation")
