@@ -599,3 +599,50 @@ def test_evaluation_runs_each_batch_once_when_the_predict_step_reads_the_outputs
                         compute_metrics=classification_metrics())
     assert len(calls) == 6
     assert shared == pytest.approx(separate)
+
+
+# ================================================================================================ per-step work
+def test_the_training_forward_builds_no_cache_and_trains_as_with_one(tmp_path, monkeypatch):
+    """A training step reads no key/value cache: the loop passes use_cache=False to a model that takes it and whose
+    config turns it on, and the run is the same to the bit as one where the model builds and drops its cache."""
+    from transformer_zoo.training.engine.loop import training_forward_inputs
+
+    assert training_forward_inputs(_tiny_decoder()) == {"use_cache": False}
+    without_cache = _tiny_decoder()
+    without_cache.config.use_cache = False
+    assert training_forward_inputs(without_cache) == {}
+
+    class NoUseCache(torch.nn.Module):  # a forward without the keyword gets nothing it may not take
+        config = ZooDecoderConfig.from_preset("tiny")
+
+        def forward(self, input_ids, labels=None):
+            return input_ids
+
+    assert training_forward_inputs(NoUseCache()) == {}
+
+    seen = []
+
+    def recording_loss(model, batch):
+        seen.append(batch.get("use_cache"))
+        return model(**batch).loss
+
+    data = _sequences(16)
+    cached = train(_tiny_decoder(), data, _collate, _config(tmp_path / "a", max_steps=3),
+                   loss_fn=lambda model, batch: model(**{**batch, "use_cache": True}).loss)
+    plain = train(_tiny_decoder(), data, _collate, _config(tmp_path / "b", max_steps=3), loss_fn=recording_loss)
+    assert seen == [False, False, False]
+    assert _trajectory(tmp_path / "a" / "metrics.jsonl") == _trajectory(tmp_path / "b" / "metrics.jsonl")
+    for a, b in zip(cached.model.state_dict().values(), plain.model.state_dict().values()):
+        assert torch.equal(a, b)
+
+
+def test_examples_are_fetched_in_one_query_in_the_order_asked():
+    import datasets
+
+    from transformer_zoo.training.data.data_order import fetch_examples
+
+    rows = [{"input_ids": list(range(i + 1)), "n": i} for i in range(6)]
+    table = datasets.Dataset.from_list(rows)
+    for indices in ([4, 0, 4, 2], np.array([5, 1]), range(2, 4)):
+        assert fetch_examples(table, indices) == [table[int(i)] for i in indices]
+        assert fetch_examples(rows, indices) == [rows[int(i)] for i in indices]

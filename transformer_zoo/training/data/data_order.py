@@ -72,6 +72,16 @@ def token_batch_stream(
         epoch, position = epoch + 1, 0
 
 
+def fetch_examples(dataset, indices: list[int]) -> list:
+    """`[dataset[i] for i in indices]`, in one query where the dataset answers one (`__getitems__`, which a
+    `datasets.Dataset` has and torch's DataLoader also uses): a 12-row batch of a datasets table took 0.12 ms row by
+    row against 0.03 ms at once, which a small model's 30 ms step notices."""
+    getitems = getattr(dataset, "__getitems__", None)
+    if getitems is None:
+        return [dataset[i] for i in indices]
+    return list(getitems(list(indices)))
+
+
 def move_to_device(batch: dict, device) -> dict:
     return {key: value.to(device) if isinstance(value, torch.Tensor) else value for key, value in batch.items()}
 

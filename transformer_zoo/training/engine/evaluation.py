@@ -18,7 +18,7 @@ from accelerate import Accelerator
 from accelerate.utils import gather_object
 from tqdm.auto import tqdm
 
-from ..data.data_order import move_to_device
+from ..data.data_order import fetch_examples, move_to_device
 
 # ================================================================================================ losses
 LossFn = Callable[[torch.nn.Module, dict], torch.Tensor]
@@ -175,7 +175,7 @@ def evaluate(
             disable=not accelerator.is_local_main_process,
         )
         for start in range(0, len(positions), batch_size):
-            examples = [dataset[i] for i in positions[start : start + batch_size]]
+            examples = fetch_examples(dataset, positions[start : start + batch_size])
             batch = move_to_device(collate_fn(examples), accelerator.device)
             predicted = None
             if shared_forward:

@@ -16,6 +16,7 @@ data position is two integers and the RNG state at a step boundary is all the ra
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import shutil
 import signal
@@ -35,6 +36,7 @@ from tqdm.auto import tqdm
 from ..data.data_order import (
     batch_units,
     example_lengths,
+    fetch_examples,
     micro_batch_stream,
     move_to_device,
     token_batch_plan,
@@ -229,6 +231,22 @@ def _start_fresh(output_dir: Path, accelerator: Accelerator) -> None:
     accelerator.wait_for_everyone()
 
 
+def training_forward_inputs(model: torch.nn.Module) -> dict:
+    """Keywords every training forward gets besides the batch: `use_cache=False` for a model that takes it and
+    whose config turns the cache on (every decoder's default, for generation). A training step reads no cache, and
+    building and filling one per step cost 0.5 ms of a 33 ms step at nanoGPT's shape (4 layers of width 128, 12 x
+    64 tokens, on 2 CPU cores). transformers' own causal LMs build one too when use_cache is left to the config;
+    passing False is their documented way to skip it."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # PEFT's wrapper
+    if getattr(getattr(base, "config", None), "use_cache", False) is not True:
+        return {}
+    try:
+        parameters = inspect.signature(base.forward).parameters
+    except (TypeError, ValueError):  # a forward without a signature: pass nothing it may not take
+        return {}
+    return {"use_cache": False} if "use_cache" in parameters else {}
+
+
 def train(
     model: torch.nn.Module,
     train_dataset,
@@ -245,6 +263,9 @@ def train(
 
     eval_fn(model) -> metrics dict is called every `eval_steps` and at the end (see `evaluate`); it must return
     `config.early_stopping_metric`. The model is built (and seeded) by the caller; it is prepared here.
+
+    loss_fn(model, batch) gets the collated batch plus `use_cache=False` where the model takes that keyword and its
+    config turns the cache on (see `training_forward_inputs`); a batch that sets use_cache itself keeps its value.
     """
     accelerator = accelerator or create_accelerator(config)
     output_dir = Path(config.output_dir)
@@ -282,6 +303,7 @@ def train(
     trainable = [p for p in model.parameters() if p.requires_grad]
     # The training loss may run compiled; evaluation, checkpoints and the returned model use `model` itself.
     step_loss_of = training_loss(model, loss_fn, accelerator, use_compile(config.compile, accelerator))
+    forward_inputs = training_forward_inputs(accelerator.unwrap_model(model))
 
     metrics_log = MetricsLog(output_dir / METRICS_FILE, enabled=accelerator.is_main_process)
     checkpoints_dir = output_dir / CHECKPOINTS_DIR
@@ -360,8 +382,9 @@ def train(
             for micro_index in range(accumulation):
                 epoch, position, indices = next(stream)
                 mine = indices[accelerator.process_index::world] if token_batching else indices[rank_slice]
-                examples = [train_dataset[i] for i in mine]
+                examples = fetch_examples(train_dataset, mine)
                 batch = move_to_device(collate_fn(examples), accelerator.device)
+                batch = {**forward_inputs, **batch}
                 tokens, count = batch_units(batch, is_encoder_decoder=is_encoder_decoder)
                 units += torch.tensor([tokens, count], dtype=torch.float64, device=accelerator.device)
                 last = micro_index == accumulation - 1
