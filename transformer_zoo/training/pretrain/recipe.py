@@ -361,7 +361,8 @@ def run(args) -> dict:
         print(f"\nDone in {results['wall_seconds']:.0f} s ({results['steps']} steps, {tokens_seen:,} tokens).")
         validation = {k: v for k, v in results["validation"].items() if k != "step"}
         print("Validation (best checkpoint):\n" + format_metrics(validation))
-        print("Test:\n" + format_metrics(test_metrics))
+        if test_metrics:  # --test_fraction 0: the run said so before training; no empty heading here
+            print("Test:\n" + format_metrics(test_metrics))
         if sample:
             print(f"Sample ({args.sample_prompt!r}, temperature 0.8):\n{sample}")
         print(f"Saved to {output_dir} (model, {'tokenizer' if tokenizer else 'image processor'}, README.md, "
