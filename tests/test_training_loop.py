@@ -604,7 +604,10 @@ def test_evaluation_runs_each_batch_once_when_the_predict_step_reads_the_outputs
 # ================================================================================================ per-step work
 def test_the_training_forward_builds_no_cache_and_trains_as_with_one(tmp_path, monkeypatch):
     """A training step reads no key/value cache: the loop passes use_cache=False to a model that takes it and whose
-    config turns it on, and the run is the same to the bit as one where the model builds and drops its cache."""
+    config turns it on, and the run is the one where the model builds and drops its cache. Compared to float32
+    rounding, not to the bit: with a cache the attention reads keys and values copied into the cache's contiguous
+    buffer, without one it reads them as strided views, and a CPU's SDPA kernel may sum in another order for another
+    layout (here the two agree to the bit)."""
     from transformer_zoo.training.engine.loop import training_forward_inputs
 
     assert training_forward_inputs(_tiny_decoder()) == {"use_cache": False}
@@ -631,9 +634,10 @@ def test_the_training_forward_builds_no_cache_and_trains_as_with_one(tmp_path, m
                    loss_fn=lambda model, batch: model(**{**batch, "use_cache": True}).loss)
     plain = train(_tiny_decoder(), data, _collate, _config(tmp_path / "b", max_steps=3), loss_fn=recording_loss)
     assert seen == [False, False, False]
-    assert _trajectory(tmp_path / "a" / "metrics.jsonl") == _trajectory(tmp_path / "b" / "metrics.jsonl")
+    for a, b in zip(_trajectory(tmp_path / "a" / "metrics.jsonl"), _trajectory(tmp_path / "b" / "metrics.jsonl")):
+        assert a.keys() == b.keys() and all(a[k] == pytest.approx(b[k], rel=1e-5) for k in a if a[k] is not None)
     for a, b in zip(cached.model.state_dict().values(), plain.model.state_dict().values()):
-        assert torch.equal(a, b)
+        torch.testing.assert_close(a, b)
 
 
 def test_examples_are_fetched_in_one_query_in_the_order_asked():
