@@ -234,9 +234,9 @@ def _start_fresh(output_dir: Path, accelerator: Accelerator) -> None:
 def training_forward_inputs(model: torch.nn.Module) -> dict:
     """Keywords every training forward gets besides the batch: `use_cache=False` for a model that takes it and
     whose config turns the cache on (every decoder's default, for generation). A training step reads no cache, and
-    building and filling one per step cost 0.5 ms of a 33 ms step at nanoGPT's shape (4 layers of width 128, 12 x
-    64 tokens, on 2 CPU cores). transformers' own causal LMs build one too when use_cache is left to the config;
-    passing False is their documented way to skip it."""
+    building and filling one is work thrown away at every step, which a small model's step notices (the time-to-
+    quality benchmark at nanoGPT's shape, docs/time-to-quality.md). transformers' own causal LMs build one too when
+    use_cache is left to the config; passing False is their documented way to skip it."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # PEFT's wrapper
     if getattr(getattr(base, "config", None), "use_cache", False) is not True:
         return {}
