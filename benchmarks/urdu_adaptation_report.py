@@ -175,6 +175,19 @@ def findings_lines(study: dict) -> list[str]:
     return lines
 
 
+def group_differences(protocols: dict) -> str:
+    """What differs between the arm groups' downstream checks (precision, and the text each example is cut to), in
+    words: the rest of the protocol is the same for every group."""
+    parts = []
+    for group, protocol in protocols.items():
+        precision = "bf16 autocast (fp32 weights)" if protocol.get("precision") == "bf16" else "fp32"
+        text = f"{protocol['max_length']} tokens"
+        if protocol.get("max_words"):
+            text = f"the first {protocol['max_words']} words in at most {text}"
+        parts.append(f"{group}: {precision}, {text} per paragraph")
+    return "; ".join(parts)
+
+
 def convergence_lines(study: dict, records: list[dict]) -> list[str]:
     """The downstream protocol in words, and how often its fine-tunes stopped early or peaked at the last evaluation."""
     from transformer_zoo.training.adaptation.report import fine_tuning_name
@@ -189,12 +202,12 @@ def convergence_lines(study: dict, records: list[dict]) -> list[str]:
     runs = [r[key] for r in records for key in ("downstream_urdu", "downstream_english") if key in r]
     stopped = sum(run["steps"] < budget for run in runs)
     at_end = sum(run["best_step"] == run["steps"] for run in runs)
-    precision = "bf16 autocast (fp32 weights)" if protocol["precision"] == "bf16" else "fp32"
     return [f"Downstream protocol (every arm): {fine_tuning_name(protocol)}, at most {protocol['epochs']:g} epochs "
-            f"({budget} steps of {protocol['batch_size']}) at peak rate {protocol['learning_rate']:g} decaying linearly, {precision}, "
+            f"({budget} steps of {protocol['batch_size']}) at peak rate {protocol['learning_rate']:g} decaying linearly, "
             f"validation every {protocol['eval_steps']} steps, early stopping on validation "
             f"{protocol['stopping_metric']} after {protocol['patience']} evaluations without improvement, the best "
-            f"validation model tested. Of {len(runs)} fine-tunes, {stopped} stopped early and {at_end} had their best "
+            f"validation model tested. The groups differ only in precision and text per example ("
+            f"{group_differences(study.get('downstream_protocols') or {'bf16': protocol})}). Of {len(runs)} fine-tunes, {stopped} stopped early and {at_end} had their best "
             "validation at the last evaluation (a fine-tune still improving when its budget ran out); the "
             "convergence-*.md files compare earlier protocols with longer budgets.", ""]
 

@@ -306,3 +306,22 @@ def test_the_convergence_table_without_the_fp32_variant():
     assert "| unadapted | 0.500 (8 / 10) | 0.520 (8 / 20) | +0.020 | 0.500 (10) |" in text
     report["arms"]["unadapted"]["fp32"] = dict(entry, accuracy=0.49)
     assert "| 0.490 (8 / 10) | -0.010 |" in convergence_module.markdown(report)
+
+
+def test_the_protocol_line_names_each_groups_precision_and_text():
+    """Arms checked in fp32 and the equal-text control are not described as bf16 at 64 tokens: the line names what
+    each group's recorded protocol did."""
+    protocol = {"epochs": 2.0, "learning_rate": 2e-3, "batch_size": 5, "max_length": 64, "eval_steps": 1,
+                "patience": 3, "stopping_metric": "eval_loss", "precision": "bf16", "attention_dropout": 0.0,
+                "mode": "full"}
+    records = [run_record("unadapted", 1, 3.0, 0.5), run_record("unadapted-fp32", 1, 3.0, 0.5),
+               run_record("lora-equal-text", 1, 1.0, 0.9)]
+    records[0]["downstream_protocol"] = protocol
+    records[1]["downstream_protocol"] = dict(protocol, precision="no")
+    records[2]["downstream_protocol"] = dict(protocol, precision="no", max_length=128, max_words=20)
+    text = study_module.markdown(study_module.summarise(records, "unadapted"),
+                                 {"command": "x", "when": "now", "machine": "m"}, records)
+    line = next(row for row in text.splitlines() if row.startswith("Downstream protocol"))
+    assert "bf16: bf16 autocast (fp32 weights), 64 tokens per paragraph" in line
+    assert "fp32: fp32, 64 tokens per paragraph" in line
+    assert "equal-text: fp32, the first 20 words in at most 128 tokens per paragraph" in line
