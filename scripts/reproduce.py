@@ -20,7 +20,7 @@ Presets (--preset):
            2,000 pairs per corpus with 1-layer models of width 64 (about a minute; its numbers only show the
            pipeline works)
   default  the committed report in docs/reproduce/: 3 seeds, 400 steps (norm: 300 steps at 2, 6 and 12 layers);
-           11.3 min of CPU here. translation: the three pairs' default models (Bible 5 epochs, Urdu 2) and 12
+           11.3 min of CPU here. translation: the three pairs' default models (Bible 5 epochs, Urdu 12) and 12
            table-3 rows x 2 seeds over a base of the default model's shape trained 4 epochs: many hours of CPU, run
            in the background and --resume after a stop (docs/reproduce/translation.md has the times)
   full     5 seeds, 1000-1500 steps, evaluation up to 256 characters, norm at 2, 6, 12 and 24 layers; translation
