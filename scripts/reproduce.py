@@ -109,6 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
              "--jobs 2 got through the committed report's runs faster than one process on 2 threads). A run's "
              "numbers depend only on its seed and thread count, not on the worker. Default: 1.")
     parser.add_argument(
+        "--device", default="cpu",
+        help="translation: where the models train and decode, 'cpu' or 'cuda' (or 'cuda:N'). A GPU runs the same "
+             "study (the same settings, so --resume mixes its runs with a CPU's); each run records its device and "
+             "the report says how many runs came from each. The other experiments are CPU-sized and ignore it. "
+             "Default: cpu.")
+    parser.add_argument(
         "--resume", action="store_true",
         help="translation: continue a study that was cut off. Runs already in OUTPUT/translation.partial.jsonl or "
              "OUTPUT/translation.json whose recorded settings match this preset's are kept, not run again; the "
@@ -144,6 +150,14 @@ def main(argv: list[str] | None = None) -> int:
         print("reproduce.py: --resume and --report-only apply to the translation study; add --experiment "
               "translation.", file=sys.stderr)
         return 2
+    if "translation" in names:
+        from transformer_zoo.analysis.reproduce.translation import check_device
+
+        try:
+            check_device(args.device)
+        except ValueError as error:
+            print(f"reproduce.py: {error}", file=sys.stderr)
+            return 2
     started = time.perf_counter()
     for name in names:
         settings = None
@@ -158,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             settings = dataclasses.replace(
                 PRESETS[args.preset].translation, model_dir=args.save_models, jobs=args.jobs,
                 partial_file=str(partial), resume=args.resume, report_only=args.report_only,
-                snapshot_dir=args.snapshot_dir,
+                snapshot_dir=args.snapshot_dir, device=args.device,
                 previous_report=str(previous) if previous.exists() else None)
         results = run_experiment(name, args.preset, args.seeds, progress=not args.no_progress, settings=settings)
         if settings is not None:

@@ -290,6 +290,11 @@ def test_script_runs_every_experiment_and_writes_reports(tmp_path, capsys):
     assert (tmp_path / "translation-table3.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert {claim["claim"][:3] for claim in translation["claims"]} >= {"(A)", "(B)", "(C)", "(D)", "(E)"}
     assert "| English-Spanish (Bible) |" in (tmp_path / "translation.md").read_text()
+    # every run says where it ran, and the report counts them per machine
+    assert {numbers["device"] for numbers in translation["pairs"].values()} == {"cpu"}
+    assert {run["device"] for run in translation["runs"]} == {"cpu"}
+    assert translation["study"]["machines"] == {"cpu, 1 thread(s)": 2 + len(rp.TABLE3_ROWS) * 2}
+    assert f"where they ran: {2 + len(rp.TABLE3_ROWS) * 2} on cpu, 1 thread(s)" in (tmp_path / "translation.md").read_text()
     assert "(translation.md)" in index or "(translation.md)" in (tmp_path / "README.md").read_text()
     assert "claims held" in capsys.readouterr().out
 
@@ -323,6 +328,31 @@ def test_bad_inputs_are_refused_with_a_clear_message(capsys):
         rp.run_experiment("nope", "tiny")
     with pytest.raises(ValueError, match="Unknown preset"):
         rp.run_experiment("copy", "huge")
+
+
+def test_the_translation_device_is_checked_before_any_work(monkeypatch, capsys):
+    """A device this machine lacks is one line on stderr and exit code 2, before any corpus is read."""
+    from transformer_zoo.analysis.reproduce import translation as study
+
+    script = load_script()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(study, "_run_task", lambda *_: pytest.fail("nothing may run"))
+    assert script.main(["--experiment", "translation", "--preset", "tiny", "--device", "cuda"]) == 2
+    assert "torch sees no CUDA GPU here" in capsys.readouterr().err
+    assert script.main(["--experiment", "translation", "--preset", "tiny", "--device", "tpu"]) == 2
+    assert "device must be 'cpu' or 'cuda'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="no CUDA GPU"):
+        rp.run_translation(dataclasses.replace(rp.PRESETS["tiny"].translation, device="cuda"), (0,))
+    assert study.device_name("cpu") == "cpu"
+
+
+def test_the_report_names_each_pairs_own_budget():
+    from transformer_zoo.analysis.reproduce.translation import pair_override_text
+
+    text = pair_override_text({"urdu-translation-ur-en": {"max_length": 256, "split_long_paragraphs": True,
+                                                          "epochs": 12.0}})
+    assert text == " Other budgets: Urdu-English (hadith + Quran): 256 tokens a side, long paragraphs split, 12 epochs."
+    assert pair_override_text({}) == ""
 
 
 def test_translation_quick_preset_end_to_end(tmp_path):

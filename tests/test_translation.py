@@ -209,6 +209,47 @@ class _Stop(Exception):
     pass
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the GPU path of the translation study")
+def test_a_gpu_run_trains_averages_and_resumes_on_the_gpu(tiny_translator, tmp_path):
+    """The study's `--device cuda`: batches follow the model to the GPU, checkpoints kept for averaging wait on the
+    CPU, and a run stopped mid-way resumes from its snapshot (the GPU's dropout state included) to the weights of a
+    run never stopped, up to float32 rounding (GPU kernels may reduce in another order from call to call)."""
+    _, tokenizer = tiny_translator
+    config = tiny_translator[0].config
+    config = type(config).from_dict({**config.to_dict(), "dropout": 0.2})
+    features = encode_pairs(tokenizer, TOY_SOURCES * 8, TOY_TARGETS * 8, 16)
+    options = dict(steps=30, max_tokens=32, learning_rate=1e-2, warmup_steps=5, average_last=3, checkpoint_every=4,
+                   seed=3, eval_every=5, progress=False)
+
+    def fresh():
+        torch.manual_seed(7)
+        return ZooSeq2SeqForConditionalGeneration(config).to("cuda")
+
+    straight = fresh()
+    before = evaluate_loss(straight, features, 256)["loss"]
+    expected = train_translation(straight, features, evaluate=lambda m: evaluate_loss(m, features, 256), **options)
+    assert expected.averaged == 3 and expected.evaluations[-1]["loss"] < before - 0.5
+    assert next(straight.parameters()).device.type == "cuda"
+    snapshot, calls = tmp_path / "run.snapshot", []
+
+    def stop_at_step_25(model):
+        calls.append(1)
+        if len(calls) == 5:
+            raise _Stop
+        return evaluate_loss(model, features, 256)
+
+    with pytest.raises(_Stop):
+        train_translation(fresh(), features, evaluate=stop_at_step_25, snapshot=snapshot, snapshot_every=10,
+                          snapshot_key="k", **options)
+    torch.cuda.manual_seed(123)
+    resumed = fresh()
+    result = train_translation(resumed, features, evaluate=lambda m: evaluate_loss(m, features, 256),
+                               snapshot=snapshot, snapshot_every=10, snapshot_key="k", **options)
+    assert result.steps == expected.steps and result.target_tokens == expected.target_tokens
+    for name, tensor in straight.state_dict().items():
+        torch.testing.assert_close(resumed.state_dict()[name], tensor, rtol=1e-4, atol=1e-5)
+
+
 def test_a_run_stopped_mid_way_resumes_from_its_snapshot_to_the_same_weights(tiny_translator, tmp_path):
     _, tokenizer = tiny_translator
     config = tiny_translator[0].config

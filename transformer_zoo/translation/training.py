@@ -78,9 +78,10 @@ def encode_pairs(tokenizer, sources: Sequence[str], targets: Sequence[str], max_
 def evaluate_loss(model, features: PairFeatures, max_tokens: int) -> dict[str, float]:
     """Cross-entropy per target token (no label smoothing) and its perplexity, over every pair."""
     model.eval()
+    device = next(model.parameters()).device
     total, count = 0.0, 0
     for rows in features.token_batches(max_tokens, seed=None):
-        batch = features.batch(rows)
+        batch = {key: value.to(device) for key, value in features.batch(rows).items()}
         logits = model(**batch).logits
         labels = batch["labels"]
         total += float(torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(),
@@ -138,6 +139,7 @@ def train_translation(model, features: PairFeatures, *, steps: int, max_tokens: 
     optimizer = build_optimizer(model, learning_rate=learning_rate, weight_decay=0.0, betas=(0.9, 0.98), eps=1e-9)
     scheduler = build_scheduler(optimizer, "inverse_sqrt", warmup_steps=warmup_steps, total_steps=steps)
     vocab_size = model.config.vocab_size
+    device = next(model.parameters()).device  # batches are built on the CPU and moved to the model
     result = TrainingResult(steps=0, seconds=0.0, target_tokens=0)
     keep_from = steps - (average_last - 1) * checkpoint_every if average_last > 1 else steps
     kept: list[dict[str, torch.Tensor]] = []
@@ -154,6 +156,8 @@ def train_translation(model, features: PairFeatures, *, steps: int, max_tokens: 
             optimizer.load_state_dict(state["optimizer"])
             scheduler.load_state_dict(state["scheduler"])
             torch.set_rng_state(state["rng"])
+            if state.get("cuda_rng") is not None and device.type == "cuda":  # dropout on a GPU draws from its own
+                torch.cuda.set_rng_state(state["cuda_rng"], device)
             kept, epoch, batches, window = state["kept"], state["epoch"], state["batches"], state["window"]
             result = TrainingResult(**state["result"])
             result.loss_curve = [tuple(point) for point in result.loss_curve]
@@ -167,7 +171,7 @@ def train_translation(model, features: PairFeatures, *, steps: int, max_tokens: 
         if not batches:
             batches = features.token_batches(max_tokens, seed=seed * 1000 + epoch)
             epoch += 1
-        batch = features.batch(batches.pop())
+        batch = {key: value.to(device) for key, value in features.batch(batches.pop()).items()}
         labels = batch["labels"]
         # Decoder inputs shifted from the labels here rather than by the model (which would also compute its own,
         # unsmoothed loss when given labels).
@@ -195,7 +199,8 @@ def train_translation(model, features: PairFeatures, *, steps: int, max_tokens: 
             bar.set_postfix(loss=f"{result.loss_curve[-1][1]:.3f}")
             window = []
         if average_last > 1 and step >= keep_from and (steps - step) % checkpoint_every == 0:
-            kept.append({name: tensor.detach().clone() for name, tensor in model.state_dict().items()})
+            # Kept on the CPU whatever the device (a GPU's memory is for training; a snapshot reloads them there).
+            kept.append({name: tensor.detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()})
         if evaluate is not None and eval_every and step % eval_every == 0 and step != steps:
             result.evaluations.append({"step": step, "averaged": 1, **evaluate(model)})
             model.train()
@@ -203,8 +208,9 @@ def train_translation(model, features: PairFeatures, *, steps: int, max_tokens: 
             result.seconds = time.perf_counter() - started
             _write_snapshot(snapshot, {
                 "key": snapshot_key, "steps": steps, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(), "rng": torch.get_rng_state(), "kept": kept, "epoch": epoch,
-                "batches": batches, "window": window, "result": asdict(result)})
+                "scheduler": scheduler.state_dict(), "rng": torch.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None, "kept": kept,
+                "epoch": epoch, "batches": batches, "window": window, "result": asdict(result)})
         bar.update(1)
     bar.close()
     result.seconds = time.perf_counter() - started

@@ -57,7 +57,7 @@ def train_default_model(pair: PairData, settings: TranslationSettings, seed: int
 
     started = time.perf_counter()
     shape = settings.model
-    model = build_model(shape, pair.tokenizer, settings.max_length, seed)
+    model = build_model(shape, pair.tokenizer, settings.max_length, seed, settings.device)
     steps = steps_for(pair.train, settings.epochs, settings.max_tokens)
     average = settings.average_last if (settings.average_last - 1) * settings.checkpoint_every < steps else 1
     dev_sources = pair.splits["validation"]["source"][: settings.dev_bleu_sentences]
@@ -216,6 +216,26 @@ def _pair_for(name: str, settings: TranslationSettings) -> PairData:
                         settings.split_long_paragraphs)
 
 
+def device_name(device: str) -> str:
+    """What a run records as its device: "cpu", or the GPU's name (e.g. "cuda: NVIDIA H100 80GB HBM3")."""
+    if torch.device(device).type == "cuda":
+        return f"cuda: {torch.cuda.get_device_name(torch.device(device))}"
+    return torch.device(device).type
+
+
+def check_device(device: str) -> None:
+    """One clear error for a device this machine does not have, before any data is built."""
+    try:
+        kind = torch.device(device).type
+    except RuntimeError:
+        kind = None
+    if kind not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda' (or 'cuda:N'), got {device!r}.")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} asked for, but torch sees no CUDA GPU here "
+                         f"(torch {torch.__version__}); use --device cpu.")
+
+
 def _run_task(task: tuple, settings: TranslationSettings, progress: bool) -> dict[str, Any]:
     """One unit of work (a default model, or one table-3 row and seed); also the worker function of `jobs` > 1,
     where each worker process builds its own data (the same for a given corpus and settings)."""
@@ -232,7 +252,8 @@ def _run_task(task: tuple, settings: TranslationSettings, progress: bool) -> dic
         output = train_row(pair, settings, row, seed, progress)
         output["data"] = pair.description
     output["cpu_seconds"] = time.process_time() - cpu_started  # this process's; summed over workers by the caller
-    output.update(started_at=started_at, finished_at=time.time(), threads=torch.get_num_threads())
+    output.update(started_at=started_at, finished_at=time.time(), threads=torch.get_num_threads(),
+                  device=device_name(settings.device))
     return output
 
 
@@ -245,6 +266,7 @@ def run_translation(settings: TranslationSettings, seeds: Sequence[int], progres
         raise ValueError("Give at least one language pair.")
     if settings.jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {settings.jobs}.")
+    check_device(settings.device)
     if (settings.resume or settings.report_only) and not (settings.partial_file or settings.previous_report):
         raise ValueError("resume and report_only need the finished runs: a partial_file or a previous_report.")
     # The default models first, then the table-3 base (its dev BLEU says early whether the budget is right), then
@@ -290,12 +312,17 @@ def run_translation(settings: TranslationSettings, seeds: Sequence[int], progres
     runs = [done[task] for task in tasks if task[0] == "ablation" and task in done]
     summary = summarise(runs, rows)
     known_cpu = [output["cpu_seconds"] for output in outputs if output.get("cpu_seconds") is not None]
+    # Where each run ran (runs from before devices were recorded ran on this project's CPUs).
+    machines: dict[str, int] = {}
+    for output in outputs:
+        where = f"{output.get('device', 'cpu')}, {output.get('threads', '?')} thread(s)"
+        machines[where] = machines.get(where, 0) + 1
     spans = [(output["started_at"], output["finished_at"]) for output in outputs if "started_at" in output]
     return {"experiment": "translation", "settings": asdict(settings), "seeds": list(seeds), "pairs": pairs,
             "worker_cpu_seconds": new_cpu, "complete": len(outputs) == len(tasks),
             "missing": [list(task) for task in tasks if task not in done],
             "study": {"runs": len(outputs), "of": len(tasks), "cpu_hours_known": sum(known_cpu) / 3600,
-                      "runs_with_cpu_time": len(known_cpu),
+                      "runs_with_cpu_time": len(known_cpu), "machines": machines,
                       "run_hours": sum(output["seconds"] for output in outputs) / 3600,
                       "first_start_to_last_finish_hours": (max(e for _, e in spans) - min(s for s, _ in spans)) / 3600
                       if spans else None},
@@ -307,6 +334,20 @@ def run_translation(settings: TranslationSettings, seeds: Sequence[int], progres
                                                      if claim["held"] is not None]}
 
 
+def pair_override_text(overrides: Mapping[str, Mapping[str, Any]]) -> str:
+    """The pairs trained differently from the line above, in words (e.g. the Urdu paragraphs' longer context)."""
+    names = {"epochs": "epochs", "max_length": "tokens a side", "split_long_paragraphs": "long paragraphs split"}
+    parts = []
+    for pair, changes in overrides.items():
+        said = [f"{value:g} {names[key]}" if isinstance(value, (int, float)) and not isinstance(value, bool)
+                else (names[key] if value is True else f"{key} {value}") for key, value in changes.items()
+                if key in names and value is not False]
+        said += [f"{key} {value}" for key, value in changes.items() if key not in names]
+        if said:
+            parts.append(f"{LANGUAGE_PAIRS.get(pair, pair)}: {', '.join(said)}")
+    return (" Other budgets: " + "; ".join(parts) + ".") if parts else ""
+
+
 def translation_markdown(results: Mapping[str, Any]) -> str:
     s = results["settings"]
     m = s["model"]
@@ -316,8 +357,8 @@ def translation_markdown(results: Mapping[str, Any]) -> str:
              f"{m['label_smoothing']}; {s['epochs']} epochs of batches of at most {s['max_tokens']} padded tokens, "
              f"peak learning rate {s['learning_rate']} after {s['warmup_steps']} warmup steps (inverse square "
              f"root), the last {s['average_last']} checkpoints ({s['checkpoint_every']} steps apart) averaged, beam "
-             f"{s['num_beams']}, length penalty {s['length_penalty']}. One seed ({results['seeds'][0]}) per pair.",
-             ""]
+             f"{s['num_beams']}, length penalty {s['length_penalty']}. One seed ({results['seeds'][0]}) per pair."
+             + pair_override_text(s.get("pair_overrides") or {}), ""]
     study = results.get("study")
     if not (s.get("report_only") or s.get("resume")):  # a resumed study's own wall time is not the study's
         lines += [setup_line(results), ""]
@@ -326,8 +367,9 @@ def translation_markdown(results: Mapping[str, Any]) -> str:
                "it" if study["runs_with_cpu_time"] else "CPU time not recorded")
         span = (f"; {study['first_start_to_last_finish_hours']:.1f} h from the first run's start to the last one's "
                 "end" if study.get("first_start_to_last_finish_hours") else "")
+        where = "; ".join(f"{count} on {machine}" for machine, count in study.get("machines", {}).items())
         lines += [f"The whole study: {study['runs']} of {study['of']} runs finished, {study['run_hours']:.1f} hours "
-                  f"of run time in all ({cpu}{span}), each run on one torch thread; seeds "
+                  f"of run time in all ({cpu}{span}); where they ran: {where or 'not recorded'}; seeds "
                   f"{', '.join(map(str, results['seeds']))}, mean ± sample standard deviation.",
                   ""]
     if results["pairs"]:

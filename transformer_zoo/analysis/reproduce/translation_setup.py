@@ -81,6 +81,9 @@ class TranslationSettings:
     samples: int = 5  # test translations shown in the report
     model_dir: str | None = None  # save each pair's default model (and tokenizer) here
     jobs: int = 1  # runs side by side in worker processes of one thread each (see run_translation)
+    # Where the models train and decode ("cpu" or "cuda"). Not part of a run's settings fingerprint: the same study
+    # on another device; each run records the device it ran on, and the report says which rows came from where.
+    device: str = "cpu"
     partial_file: str | None = None  # append each finished run here as a JSON line (a cut-off study keeps them)
     resume: bool = False  # reuse the finished runs in partial_file (and `previous_report`) whose settings match
     previous_report: str | None = None  # a translation.json whose matching runs count as finished (with resume)
@@ -178,7 +181,7 @@ def split_features(pair: PairData, split: str, settings: TranslationSettings):
     return encode_pairs(pair.tokenizer, data["source"], data["target"], settings.max_length)
 
 
-def build_model(shape: ModelShape, tokenizer, max_length: int, seed: int):
+def build_model(shape: ModelShape, tokenizer, max_length: int, seed: int, device: str = "cpu"):
     from ...configuration_zoo_seq2seq import ZooSeq2SeqConfig
     from ...modeling_zoo_seq2seq import ZooSeq2SeqForConditionalGeneration
 
@@ -194,8 +197,8 @@ def build_model(shape: ModelShape, tokenizer, max_length: int, seed: int):
         eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id,
         tie_word_embeddings=True,
     )
-    torch.manual_seed(seed)
-    return ZooSeq2SeqForConditionalGeneration(config)
+    torch.manual_seed(seed)  # the weights are drawn on the CPU, so a seed gives the same start on every device
+    return ZooSeq2SeqForConditionalGeneration(config).to(device)
 
 
 def steps_for(features, epochs: float, max_tokens: int) -> int:

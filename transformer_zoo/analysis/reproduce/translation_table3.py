@@ -91,7 +91,7 @@ def train_row(pair: PairData, settings: TranslationSettings, row: str, seed: int
 
     started = time.perf_counter()
     shape = row_shape(settings.ablation_model, row)
-    model = build_model(shape, pair.tokenizer, settings.max_length, seed)
+    model = build_model(shape, pair.tokenizer, settings.max_length, seed, settings.device)
     steps = steps_for(pair.train, settings.ablation_epochs, settings.max_tokens)
     average = settings.average_last if (settings.average_last - 1) * settings.checkpoint_every < steps else 1
     dev = pair.splits["validation"]
