@@ -21,7 +21,8 @@ its own process; the seed sets the adaptation and the downstream fine-tuning ali
   translate-test       the Urdu test paragraphs translated to English by our own ur->en model, classified by the
                        unadapted model fine-tuned on the English task (needs the translation study's saved model)
   unadapted-equal-text, lora-equal-text
-                       the equal-text control: both fine-tuned on the first 60 words of every paragraph
+                       the equal-text control: both fine-tuned on the first 20 words of every paragraph, in
+                       128 tokens (about the words the unadapted tokenizer fits in the study's 64)
 
 Per arm: bits per byte of held-out Urdu and English (same bytes for every model), fertility, throughput, and the
 downstream "which collection" task (fine-tuning with early stopping; mean ± std over seeds; majority baseline).

@@ -325,3 +325,9 @@ def test_the_protocol_line_names_each_groups_precision_and_text():
     assert "bf16: bf16 autocast (fp32 weights), 64 tokens per paragraph" in line
     assert "fp32: fp32, 64 tokens per paragraph" in line
     assert "equal-text: fp32, the first 20 words in at most 128 tokens per paragraph" in line
+
+
+def test_the_help_states_the_equal_text_controls_real_budget():
+    """--help (the module docstring) says how many words and tokens the control gives each model, as the code does."""
+    doc = " ".join(study_module.__doc__.split())
+    assert f"first {study_module.EQUAL_WORDS} words of every paragraph, in {study_module.EQUAL_TEXT[-1]} tokens" in doc
