@@ -293,7 +293,7 @@ def test_script_runs_every_experiment_and_writes_reports(tmp_path, capsys):
     # every run says where it ran, and the report counts them per machine
     assert {numbers["device"] for numbers in translation["pairs"].values()} == {"cpu"}
     assert {run["device"] for run in translation["runs"]} == {"cpu"}
-    assert translation["study"]["machines"] == {"cpu, 1 thread(s)": 2 + len(rp.TABLE3_ROWS) * 2}
+    assert [len(runs) for runs in translation["study"]["machines"].values()] == [2 + len(rp.TABLE3_ROWS) * 2]
     assert f"where they ran: {2 + len(rp.TABLE3_ROWS) * 2} on cpu, 1 thread(s)" in (tmp_path / "translation.md").read_text()
     assert "(translation.md)" in index or "(translation.md)" in (tmp_path / "README.md").read_text()
     assert "claims held" in capsys.readouterr().out
@@ -344,6 +344,14 @@ def test_the_translation_device_is_checked_before_any_work(monkeypatch, capsys):
     with pytest.raises(ValueError, match="no CUDA GPU"):
         rp.run_translation(dataclasses.replace(rp.PRESETS["tiny"].translation, device="cuda"), (0,))
     assert study.device_name("cpu") == "cpu"
+
+
+def test_the_report_names_the_runs_of_each_machine_when_there_were_several():
+    from transformer_zoo.analysis.reproduce.translation import where_runs_ran
+
+    assert where_runs_ran({"cpu, 1 thread(s)": ["bible-en-es", "base seed 0"]}) == "2 on cpu, 1 thread(s)"
+    assert where_runs_ran({"cpu, 1 thread(s)": ["base seed 0"], "cuda: NVIDIA H100, 1 thread(s)": ["wide seed 1"]}) \
+        == "1 on cpu, 1 thread(s) (base seed 0); 1 on cuda: NVIDIA H100, 1 thread(s) (wide seed 1)"
 
 
 def test_the_report_names_each_pairs_own_budget():

@@ -312,11 +312,14 @@ def run_translation(settings: TranslationSettings, seeds: Sequence[int], progres
     runs = [done[task] for task in tasks if task[0] == "ablation" and task in done]
     summary = summarise(runs, rows)
     known_cpu = [output["cpu_seconds"] for output in outputs if output.get("cpu_seconds") is not None]
-    # Where each run ran (runs from before devices were recorded ran on this project's CPUs).
-    machines: dict[str, int] = {}
-    for output in outputs:
-        where = f"{output.get('device', 'cpu')}, {output.get('threads', '?')} thread(s)"
-        machines[where] = machines.get(where, 0) + 1
+    # Which runs ran where (runs from before devices were recorded ran on this project's CPUs).
+    machines: dict[str, list[str]] = {}
+    for task in tasks:
+        if task in done:
+            kind, name, row, seed = task
+            output = done[task]
+            where = f"{output.get('device', 'cpu')}, {output.get('threads', '?')} thread(s)"
+            machines.setdefault(where, []).append(f"{row} seed {seed}" if kind == "ablation" else name)
     spans = [(output["started_at"], output["finished_at"]) for output in outputs if "started_at" in output]
     return {"experiment": "translation", "settings": asdict(settings), "seeds": list(seeds), "pairs": pairs,
             "worker_cpu_seconds": new_cpu, "complete": len(outputs) == len(tasks),
@@ -332,6 +335,12 @@ def run_translation(settings: TranslationSettings, seeds: Sequence[int], progres
             "runs": runs, "table3_rows": rows, "summary": summary, "table3_claims": table3_claims(summary),
             "claims": default_model_claims(pairs) + [claim for claim in table3_claims(summary)
                                                      if claim["held"] is not None]}
+
+
+def where_runs_ran(machines: Mapping[str, Sequence[str]]) -> str:
+    """How many runs ran on each machine, naming the runs when there was more than one machine."""
+    return "; ".join(f"{len(runs)} on {machine}" + (f" ({', '.join(runs)})" if len(machines) > 1 else "")
+                     for machine, runs in machines.items())
 
 
 def pair_override_text(overrides: Mapping[str, Mapping[str, Any]]) -> str:
@@ -367,7 +376,7 @@ def translation_markdown(results: Mapping[str, Any]) -> str:
                "it" if study["runs_with_cpu_time"] else "CPU time not recorded")
         span = (f"; {study['first_start_to_last_finish_hours']:.1f} h from the first run's start to the last one's "
                 "end" if study.get("first_start_to_last_finish_hours") else "")
-        where = "; ".join(f"{count} on {machine}" for machine, count in study.get("machines", {}).items())
+        where = where_runs_ran(study.get("machines", {}))
         lines += [f"The whole study: {study['runs']} of {study['of']} runs finished, {study['run_hours']:.1f} hours "
                   f"of run time in all ({cpu}{span}); where they ran: {where or 'not recorded'}; seeds "
                   f"{', '.join(map(str, results['seeds']))}, mean ± sample standard deviation.",
