@@ -44,8 +44,9 @@ class ModelShape:
 # Twelve epochs: an epoch of these pairs is about 626 steps (2.5 times the Bible's). Two epochs (1,252 steps, the
 # report of 2026-12-03) reached 11.5 test BLEU / 27.3 chrF against retrieval's 19.5 / 39.9, with dev loss falling
 # about 0.3 nats per doubling of steps and greedy dev BLEU about 3.4 points: extrapolated, 8 epochs end near
-# retrieval and 12 to 16 past it. Twelve is the budget that should clear it; on one core it is about 7.5 hours a
-# direction, so the study runs across sessions from snapshots (--resume).
+# retrieval and 12 to 16 past it. Twelve is the budget that should clear it: 7,512 steps at about 2.9 s each on one
+# core (two runs side by side on the 2-core machine), about 6 hours a direction, so the study runs across sessions
+# from snapshots (--resume).
 URDU_PARAGRAPHS = {name: {"max_length": 256, "split_long_paragraphs": True, "epochs": 12.0}
                    for name in ("urdu-translation-en-ur", "urdu-translation-ur-en")}
 
