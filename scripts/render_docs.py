@@ -332,6 +332,22 @@ def _equal_text_clause(study: dict) -> str:
             f"{ours['mean']:.3f} ± {ours['std']:.3f} against {theirs['mean']:.3f} ± {theirs['std']:.3f}")
 
 
+def _fp32_control_clause(study: dict) -> str:
+    """The controls checked in fp32 (from scratch; translate-test once it has run), each against the default arm
+    checked the same way (its fp32 reference), so that the row never compares across precision groups."""
+    reference = study.get(f"{study['default_arm']}-fp32")
+    if not (reference and reference.get("downstream_accuracy")):
+        return ""
+    names = {"from-scratch": "the same encoder from scratch on the same text", "translate-test": "translate-test"}
+    found = [(names[arm], study[arm]["downstream_accuracy"]) for arm in names
+             if study.get(arm) and study[arm].get("downstream_accuracy")]
+    if not found:
+        return ""
+    ours = reference["downstream_accuracy"]
+    return ("; checked in fp32, " + ", ".join(f"{name} {a['mean']:.3f} ± {a['std']:.3f}" for name, a in found)
+            + f" against the default arm's {ours['mean']:.3f} ± {ours['std']:.3f}")
+
+
 def render_results() -> str:
     finetune = _finetune_default()
     translation = json.loads((DOCS / "reproduce" / "translation.json").read_text())["pairs"]["bible-en-es"]
@@ -357,7 +373,7 @@ def render_results() -> str:
          f"(nearest-training-pair retrieval {translation['retrieval_bleu']:.2f} BLEU)"), "reproduce/translation.md"),
         ("Urdu adaptation of all-MiniLM-L6-v2 (default arm), downstream accuracy over 3 seeds",
          (f"**{mean_std(default_arm['downstream_accuracy'])}** against {mean_std(unadapted['downstream_accuracy'])} "
-         f"unadapted" + _equal_text_clause(study)), "urdu/study.md"),
+         f"unadapted" + _equal_text_clause(study) + _fp32_control_clause(study)), "urdu/study.md"),
         ("Training step against transformers' own models (sdpa, same weights, 2 threads)",
          ", ".join(f"{family} **{value:.2f}×**" for family, value in sdpa.items()), "speed.md"),
         ("Classic claims (copy task, length extrapolation, pre- vs post-norm), 3 seeds",

@@ -143,6 +143,20 @@ def test_the_results_table_quotes_the_committed_files():
     assert f"{translation['pairs']['bible-en-es']['test_bleu']:.2f}" in table
 
 
+def test_the_urdu_row_compares_controls_within_their_precision_group():
+    """The README's Urdu row quotes the fp32 controls against the default arm checked in fp32, never against the
+    bf16 headline, and says nothing of a control until it has run."""
+    accuracy = lambda mean, std: {"downstream_accuracy": {"mean": mean, "std": std, "runs": [mean] * 3}}
+    study = {"default_arm": "lora", "lora-fp32": accuracy(0.691, 0.023), "from-scratch": accuracy(0.436, 0.194)}
+    clause = render_docs._fp32_control_clause(study)
+    assert clause == ("; checked in fp32, the same encoder from scratch on the same text 0.436 ± 0.194 against the "
+                      "default arm's 0.691 ± 0.023")
+    study["translate-test"] = accuracy(0.8, 0.01)
+    assert "translate-test 0.800 ± 0.010 against" in render_docs._fp32_control_clause(study)
+    assert render_docs._fp32_control_clause({"default_arm": "lora", "from-scratch": accuracy(0.4, 0.1)}) == ""
+    assert render_docs._fp32_control_clause({"default_arm": "lora", "lora-fp32": accuracy(0.7, 0.0)}) == ""
+
+
 def test_the_site_builds_with_strict_link_and_anchor_checks(tmp_path):
     environment = dict(os.environ, NO_MKDOCS_2_WARNING="1")
     result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
