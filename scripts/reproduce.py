@@ -122,8 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--snapshot-dir", default="outputs/translation-snapshots", metavar="DIR",
         help="translation: where a run in progress writes its whole training state every 100 steps (one file per "
-             "run, a few hundred MB at most, removed when the run ends), so that --resume continues a run cut off "
-             "mid-way from its last snapshot instead of from the start. Default: outputs/translation-snapshots.")
+             "run, a few hundred MB at most), so that --resume continues a run cut off mid-way from its last "
+             "snapshot instead of from the start. A table-3 run's file is removed when it ends; a language pair's "
+             "default model leaves its last state there, so that a longer budget for it (more epochs) continues "
+             "from that state instead of from the start. Default: outputs/translation-snapshots.")
     parser.add_argument(
         "--report-only", action="store_true",
         help="translation: train nothing; write the report from the runs finished so far (partial file and "

@@ -302,6 +302,46 @@ def test_a_run_stopped_mid_way_resumes_from_its_snapshot_to_the_same_weights(tin
         torch.testing.assert_close(other.state_dict()[name], tensor, rtol=0, atol=0)
 
 
+def test_a_longer_budget_continues_a_finished_runs_state_to_the_weights_of_a_longer_run(tiny_translator, tmp_path):
+    """keep_final_state: a run of 20 steps leaves its last state; the same run given 30 steps continues from it and
+    ends with the weights (averaged checkpoints included) of a 30-step run trained straight through, bit for bit.
+    A state from a longer budget is not used for a shorter one."""
+    _, tokenizer = tiny_translator
+    config = tiny_translator[0].config
+    config = type(config).from_dict({**config.to_dict(), "dropout": 0.2})  # the random state must carry over
+    features = encode_pairs(tokenizer, TOY_SOURCES * 8, TOY_TARGETS * 8, 16)
+    options = dict(max_tokens=32, learning_rate=1e-2, warmup_steps=5, average_last=3, checkpoint_every=4, seed=3,
+                   progress=False)
+
+    def fresh():
+        torch.manual_seed(7)
+        return ZooSeq2SeqForConditionalGeneration(config)
+
+    straight = fresh()
+    expected = train_translation(straight, features, steps=30, **options)
+    state = tmp_path / "run.state"
+    short = train_translation(fresh(), features, steps=20, snapshot=state, snapshot_every=10, snapshot_key="k",
+                              keep_final_state=True, **options)
+    assert short.steps == 20 and short.averaged == 3 and state.exists()  # the state before averaging stays
+    saved = torch.load(state, weights_only=True)
+    assert saved["finished"] and saved["result"]["steps"] == 20 and saved["kept_steps"] == [12, 16, 20]
+    longer = fresh()
+    result = train_translation(longer, features, steps=30, snapshot=state, snapshot_every=10, snapshot_key="k",
+                               keep_final_state=True, **options)
+    for name, tensor in straight.state_dict().items():
+        torch.testing.assert_close(longer.state_dict()[name], tensor, rtol=0, atol=0)
+    assert result.steps == 30 and result.averaged == expected.averaged == 3
+    assert result.target_tokens == expected.target_tokens
+    assert torch.load(state, weights_only=True)["kept_steps"] == [22, 26, 30]  # the 20-step ending's were dropped
+    # The 30-step state cannot serve a 20-step budget: that run starts over (and ends as a fresh 20-step run).
+    again = fresh()
+    train_translation(again, features, steps=20, snapshot=state, snapshot_key="k", **options)
+    reference = fresh()
+    train_translation(reference, features, steps=20, **options)
+    for name, tensor in reference.state_dict().items():
+        torch.testing.assert_close(again.state_dict()[name], tensor, rtol=0, atol=0)
+
+
 def test_osis_markup_becomes_plain_text():
     markup = ('<w lemma="strong:H7225">In the beginning</w> God<note type="x-study">a note</note> '
               '<transChange type="added">was</transChange> &amp; <title>A Psalm</title>good. ')

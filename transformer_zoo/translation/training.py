@@ -110,7 +110,7 @@ def train_translation(model, features: PairFeatures, *, steps: int, max_tokens: 
                       final_evaluate: Callable[[torch.nn.Module], dict] | None = None,
                       log_every: int = 25, description: str = "training", progress: bool = True,
                       snapshot: str | os.PathLike | None = None, snapshot_every: int = 0,
-                      snapshot_key: str = "") -> TrainingResult:
+                      snapshot_key: str = "", keep_final_state: bool = False) -> TrainingResult:
     """Train `model` in place for `steps` optimizer steps of token-count batches; then load the average of the last
     `average_last` checkpoints, taken every `checkpoint_every` steps (the final step is always one).
 
@@ -122,8 +122,13 @@ def train_translation(model, features: PairFeatures, *, steps: int, max_tokens: 
     `snapshot`: a file where the whole training state (weights, optimiser, schedule, the data order, the random
     state, the checkpoints kept for averaging, the curves so far) is written every `snapshot_every` steps; a run
     started again with the same file and `snapshot_key` continues from it and ends with the same weights as a run
-    never stopped. The file is removed when training ends. A snapshot written under another key (other settings)
-    is ignored with a warning and overwritten.
+    never stopped. The file is removed when training ends, unless `keep_final_state`: then it holds the state after
+    the last step (before averaging), so that a longer budget continues from there. That is exact because nothing
+    on the way depends on `steps`: the inverse-square-root schedule has no horizon, and the data order and dropout
+    draw from the seed and epoch alone; only which checkpoints are averaged does, and those of the old ending are
+    dropped. (An extended run's loss curve has one extra point where the shorter one ended, and its evaluations
+    fall at both budgets' intervals.) A snapshot under another key (other settings), another warmup, or from a
+    longer budget than `steps` is ignored with a warning and overwritten.
     """
     from tqdm.auto import tqdm
     from transformers.models.bart.modeling_bart import shift_tokens_right
@@ -142,14 +147,21 @@ def train_translation(model, features: PairFeatures, *, steps: int, max_tokens: 
     device = next(model.parameters()).device  # batches are built on the CPU and moved to the model
     result = TrainingResult(steps=0, seconds=0.0, target_tokens=0)
     keep_from = steps - (average_last - 1) * checkpoint_every if average_last > 1 else steps
+
+    def averaged_here(step: int) -> bool:  # whether this budget averages the checkpoint taken after `step`
+        return average_last > 1 and step >= keep_from and (steps - step) % checkpoint_every == 0
+
     kept: list[dict[str, torch.Tensor]] = []
+    kept_steps: list[int] = []
     epoch, batches = 0, []
     window: list[float] = []
     first_step, seconds_before = 1, 0.0
     snapshot = Path(snapshot) if snapshot else None
     if snapshot is not None and snapshot.exists():
         state = torch.load(snapshot, map_location="cpu", weights_only=True)  # our own file, still never unpickled
-        if state["key"] != snapshot_key or state["steps"] != steps:
+        done = state["result"]["steps"]
+        if (state["key"] != snapshot_key or done > steps
+                or state.get("warmup_steps", warmup_steps) != warmup_steps):
             logger.warning(f"{snapshot}: a snapshot of other settings; training from the start and replacing it.")
         else:
             model.load_state_dict(state["model"])
@@ -158,11 +170,32 @@ def train_translation(model, features: PairFeatures, *, steps: int, max_tokens: 
             torch.set_rng_state(state["rng"])
             if state.get("cuda_rng") is not None and device.type == "cuda":  # dropout on a GPU draws from its own
                 torch.cuda.set_rng_state(state["cuda_rng"], device)
-            kept, epoch, batches, window = state["kept"], state["epoch"], state["batches"], state["window"]
+            epoch, batches, window = state["epoch"], state["batches"], state["window"]
+            # The checkpoints this budget averages (a state from a shorter budget kept those of its own ending).
+            saved_steps = state["kept_steps"] if "kept_steps" in state else [  # (snapshots before kept_steps)
+                k for k in range(max(1, state["steps"] - (average_last - 1) * checkpoint_every), done + 1)
+                if (state["steps"] - k) % checkpoint_every == 0]
+            for kept_step, weights in zip(saved_steps, state["kept"]):
+                if averaged_here(kept_step):
+                    kept_steps.append(kept_step)
+                    kept.append(weights)
             result = TrainingResult(**state["result"])
             result.loss_curve = [tuple(point) for point in result.loss_curve]
             first_step, seconds_before = result.steps + 1, result.seconds
-            logger.warning(f"{description}: resuming from the snapshot at step {result.steps} of {steps}.")
+            if state["steps"] == steps and not state.get("finished"):
+                logger.warning(f"{description}: resuming from the snapshot at step {done} of {steps}.")
+            else:
+                logger.warning(f"{description}: continuing a run budgeted at {state['steps']} steps from its step "
+                               f"{done}, to {steps} steps.")
+
+    def training_state(finished: bool) -> dict:
+        return {"key": snapshot_key, "steps": steps, "warmup_steps": warmup_steps, "finished": finished,
+                "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                "rng": torch.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                "kept": kept, "kept_steps": kept_steps, "epoch": epoch, "batches": batches, "window": window,
+                "result": asdict(result)}
+
     started = time.perf_counter() - seconds_before
     bar = tqdm(total=steps, initial=first_step - 1, desc=description, disable=not progress, leave=False,
                dynamic_ncols=True)
@@ -198,22 +231,24 @@ def train_translation(model, features: PairFeatures, *, steps: int, max_tokens: 
             result.loss_curve.append((step, float(np.mean(window))))
             bar.set_postfix(loss=f"{result.loss_curve[-1][1]:.3f}")
             window = []
-        if average_last > 1 and step >= keep_from and (steps - step) % checkpoint_every == 0:
+        if averaged_here(step):
             # Kept on the CPU whatever the device (a GPU's memory is for training; a snapshot reloads them there).
             kept.append({name: tensor.detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()})
+            kept_steps.append(step)
         if evaluate is not None and eval_every and step % eval_every == 0 and step != steps:
             result.evaluations.append({"step": step, "averaged": 1, **evaluate(model)})
             model.train()
         if snapshot is not None and snapshot_every and step % snapshot_every == 0 and step != steps:
             result.seconds = time.perf_counter() - started
-            _write_snapshot(snapshot, {
-                "key": snapshot_key, "steps": steps, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(), "rng": torch.get_rng_state(),
-                "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None, "kept": kept,
-                "epoch": epoch, "batches": batches, "window": window, "result": asdict(result)})
+            _write_snapshot(snapshot, training_state(finished=False))
         bar.update(1)
     bar.close()
     result.seconds = time.perf_counter() - started
+    if snapshot is not None:
+        if keep_final_state and not result.diverged:
+            _write_snapshot(snapshot, training_state(finished=True))  # before averaging: a longer budget goes on
+        else:
+            snapshot.unlink(missing_ok=True)
     at_end = final_evaluate or evaluate
     if len(kept) > 1 and not result.diverged:
         if at_end is not None and evaluate_before_average:
@@ -224,8 +259,6 @@ def train_translation(model, features: PairFeatures, *, steps: int, max_tokens: 
     model.eval()
     if at_end is not None and not result.diverged:
         result.evaluations.append({"step": result.steps, "averaged": result.averaged, **at_end(model)})
-    if snapshot is not None:
-        snapshot.unlink(missing_ok=True)
     return result
 
 

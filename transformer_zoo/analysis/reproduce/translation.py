@@ -74,8 +74,8 @@ def train_default_model(pair: PairData, settings: TranslationSettings, seed: int
         warmup_steps=min(settings.warmup_steps, max(1, steps // 2)), label_smoothing=shape.label_smoothing,
         average_last=average, checkpoint_every=settings.checkpoint_every, seed=seed, evaluate=evaluate,
         eval_every=max(1, steps // 6), evaluate_before_average=True, description=f"translation/{pair.name}",
-        progress=progress, **snapshot_options(settings, f"default-{pair.name}", default_settings(settings, pair.name),
-                                              seed))
+        progress=progress, keep_final_state=True,  # a longer budget for the pair continues from this run's end
+        **snapshot_options(settings, f"default-{pair.name}", default_settings(settings, pair.name), seed))
     test = pair.splits["test"]
     sources, references = list(test["source"]), list(test["target"])
     decode_started = time.perf_counter()

@@ -208,9 +208,12 @@ def steps_for(features, epochs: float, max_tokens: int) -> int:
 
 def snapshot_options(settings: TranslationSettings, task_name: str, fingerprint: Mapping[str, Any],
                      seed: int) -> dict[str, Any]:
-    """`train_translation`'s snapshot arguments for one run: its file, and a key that changes with its settings."""
+    """`train_translation`'s snapshot arguments for one run: its file, and a key that changes with its settings but
+    not with its budget (epochs): the training has no horizon, so a longer budget continues a shorter one's state
+    (`train_translation`, `keep_final_state`)."""
     if not settings.snapshot_dir:
         return {}
+    fingerprint = {key: value for key, value in fingerprint.items() if key != "epochs"}
     key = json.dumps({"settings": fingerprint, "seed": seed}, sort_keys=True, default=str)
     return {"snapshot": Path(settings.snapshot_dir) / f"{task_name}-seed{seed}.pt",
             "snapshot_every": settings.snapshot_every, "snapshot_key": key}
