@@ -120,12 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
              "OUTPUT/translation.json whose recorded settings match this preset's are kept, not run again; the "
              "others run and are appended as they finish. Default: start afresh (the partial file is removed).")
     parser.add_argument(
-        "--snapshot-dir", default="outputs/translation-snapshots", metavar="DIR",
+        "--snapshot-dir", default=None, metavar="DIR",
         help="translation: where a run in progress writes its whole training state every 100 steps (one file per "
              "run, a few hundred MB at most), so that --resume continues a run cut off mid-way from its last "
              "snapshot instead of from the start. A table-3 run's file is removed when it ends; a language pair's "
              "default model leaves its last state there, so that a longer budget for it (more epochs) continues "
-             "from that state instead of from the start. Default: outputs/translation-snapshots.")
+             "from that state instead of from the start. Default: outputs/translation-snapshots/PRESET (one folder per "
+             "preset, so that a quick run never replaces a default study's snapshots).")
     parser.add_argument(
         "--report-only", action="store_true",
         help="translation: train nothing; write the report from the runs finished so far (partial file and "
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             settings = dataclasses.replace(
                 PRESETS[args.preset].translation, model_dir=args.save_models, jobs=args.jobs,
                 partial_file=str(partial), resume=args.resume, report_only=args.report_only,
-                snapshot_dir=args.snapshot_dir, device=args.device,
+                snapshot_dir=args.snapshot_dir or f"outputs/translation-snapshots/{args.preset}", device=args.device,
                 previous_report=str(previous) if previous.exists() else None)
         results = run_experiment(name, args.preset, args.seeds, progress=not args.no_progress, settings=settings)
         if settings is not None:

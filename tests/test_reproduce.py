@@ -256,7 +256,8 @@ def test_copy_evaluate_counts_exact_matches():
 # ------------------------------------------------------------------------------------------------ end to end
 def test_script_runs_every_experiment_and_writes_reports(tmp_path, capsys):
     script = load_script()
-    assert script.main(["--preset", "tiny", "--output", str(tmp_path), "--no-progress"]) == 0
+    assert script.main(["--preset", "tiny", "--output", str(tmp_path), "--no-progress",
+                        "--snapshot-dir", str(tmp_path / "snapshots")]) == 0
     for name in ("copy", "extrapolation", "norm", "translation"):
         markdown = (tmp_path / f"{name}.md").read_text()
         assert "| claim | criterion" in markdown and "± " in markdown
@@ -354,6 +355,26 @@ def test_the_report_names_the_runs_of_each_machine_when_there_were_several():
         == "1 on cpu, 1 thread(s) (base seed 0); 1 on cuda: NVIDIA H100, 1 thread(s) (wide seed 1)"
 
 
+def test_each_preset_keeps_its_snapshots_in_its_own_folder(monkeypatch, tmp_path):
+    """A quick or tiny run (a test, a first look) never replaces the snapshots of a default study in progress."""
+    import transformer_zoo.analysis.reproduce as package
+
+    script = load_script()
+    seen = []
+
+    def record(name, preset, seeds, progress, settings):
+        seen.append(settings.snapshot_dir)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(package, "run_experiment", record)
+    for preset in ("quick", "default"):
+        with pytest.raises(SystemExit):
+            script.main(["--experiment", "translation", "--preset", preset, "--output", str(tmp_path)])
+    with pytest.raises(SystemExit):
+        script.main(["--experiment", "translation", "--output", str(tmp_path), "--snapshot-dir", str(tmp_path)])
+    assert seen == ["outputs/translation-snapshots/quick", "outputs/translation-snapshots/default", str(tmp_path)]
+
+
 def test_the_report_names_each_pairs_own_budget():
     from transformer_zoo.analysis.reproduce.translation import pair_override_text
 
@@ -369,6 +390,7 @@ def test_translation_quick_preset_end_to_end(tmp_path):
     script = load_script()
     # Two worker processes, as the preset runs on this machine: the rows are independent runs.
     assert script.main(["--experiment", "translation", "--preset", "quick", "--output", str(tmp_path), "--jobs", "2",
+                        "--snapshot-dir", str(tmp_path / "snapshots"),
                         "--no-progress"]) == 0
     record = json.loads((tmp_path / "translation.json").read_text())
     assert record["preset"] == "quick" and record["seeds"] == [0, 1]
@@ -393,7 +415,8 @@ def test_translation_study_resumes_after_a_kill_and_reports_what_is_finished(tmp
     from transformer_zoo.analysis.reproduce import translation as study
 
     script = load_script()
-    arguments = ["--experiment", "translation", "--preset", "tiny", "--output", str(tmp_path), "--no-progress"]
+    arguments = ["--experiment", "translation", "--preset", "tiny", "--output", str(tmp_path), "--no-progress",
+                 "--snapshot-dir", str(tmp_path / "snapshots")]
     assert script.main(arguments) == 0
     complete = json.loads((tmp_path / "translation.json").read_text())
     # The kill: the report was never written; the partial file holds 5 finished runs and half of a sixth line.
