@@ -209,6 +209,19 @@ class _Stop(Exception):
     pass
 
 
+def _stop_at_fifth_evaluation(features):
+    """An `evaluate` that stops training at its fifth call (a kill mid-run), scoring the dev loss before that."""
+    calls = []
+
+    def evaluate(model):
+        calls.append(1)
+        if len(calls) == 5:
+            raise _Stop
+        return evaluate_loss(model, features, 256)
+
+    return evaluate
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the GPU path of the translation study")
 def test_a_gpu_run_trains_averages_and_resumes_on_the_gpu(tiny_translator, tmp_path):
     """The study's `--device cuda`: batches follow the model to the GPU, checkpoints kept for averaging wait on the
@@ -230,17 +243,10 @@ def test_a_gpu_run_trains_averages_and_resumes_on_the_gpu(tiny_translator, tmp_p
     expected = train_translation(straight, features, evaluate=lambda m: evaluate_loss(m, features, 256), **options)
     assert expected.averaged == 3 and expected.evaluations[-1]["loss"] < before - 0.5
     assert next(straight.parameters()).device.type == "cuda"
-    snapshot, calls = tmp_path / "run.snapshot", []
-
-    def stop_at_step_25(model):
-        calls.append(1)
-        if len(calls) == 5:
-            raise _Stop
-        return evaluate_loss(model, features, 256)
-
+    snapshot = tmp_path / "run.snapshot"
     with pytest.raises(_Stop):
-        train_translation(fresh(), features, evaluate=stop_at_step_25, snapshot=snapshot, snapshot_every=10,
-                          snapshot_key="k", **options)
+        train_translation(fresh(), features, evaluate=_stop_at_fifth_evaluation(features), snapshot=snapshot,
+                          snapshot_every=10, snapshot_key="k", **options)
     torch.cuda.manual_seed(123)
     resumed = fresh()
     result = train_translation(resumed, features, evaluate=lambda m: evaluate_loss(m, features, 256),
@@ -266,17 +272,9 @@ def test_a_run_stopped_mid_way_resumes_from_its_snapshot_to_the_same_weights(tin
     expected = train_translation(straight, features, evaluate=lambda m: evaluate_loss(m, features, 256), **options)
 
     snapshot = tmp_path / "run.snapshot"
-    calls = []
-
-    def stop_at_step_25(model):  # the 5th evaluation comes after the step-20 snapshot: steps 21-25 are lost
-        calls.append(1)
-        if len(calls) == 5:
-            raise _Stop
-        return evaluate_loss(model, features, 256)
-
-    with pytest.raises(_Stop):
-        train_translation(fresh(), features, evaluate=stop_at_step_25, snapshot=snapshot, snapshot_every=10,
-                          snapshot_key="the settings", **options)
+    with pytest.raises(_Stop):  # evaluations every 5 steps: the 5th comes after the step-20 snapshot
+        train_translation(fresh(), features, evaluate=_stop_at_fifth_evaluation(features), snapshot=snapshot,
+                          snapshot_every=10, snapshot_key="the settings", **options)
     assert snapshot.exists()
     torch.manual_seed(123)  # another process, another random state: the snapshot's is restored
     resumed = fresh()
@@ -292,9 +290,8 @@ def test_a_run_stopped_mid_way_resumes_from_its_snapshot_to_the_same_weights(tin
 
     # A snapshot of other settings is not resumed from: the run starts over (and warns).
     with pytest.raises(_Stop):
-        calls.clear()
-        train_translation(fresh(), features, evaluate=stop_at_step_25, snapshot=snapshot, snapshot_every=10,
-                          snapshot_key="the settings", **options)
+        train_translation(fresh(), features, evaluate=_stop_at_fifth_evaluation(features), snapshot=snapshot,
+                          snapshot_every=10, snapshot_key="the settings", **options)
     other = fresh()
     train_translation(other, features, snapshot=snapshot, snapshot_every=10, snapshot_key="other settings",
                       **options)
