@@ -146,6 +146,10 @@ QUICK = ["--max_train_paragraphs", "200", "--eval_paragraphs", "30", "--urdu_voc
 # and the 300-paragraph validation loss moves by ~0.03 between evaluations, so a shorter patience stops on noise.
 # The precision is each arm's (arm_precision), given explicitly: the recipe's "auto" resolves by machine.
 STUDY_DOWNSTREAM = ["--downstream_mode", "full", "--downstream_epochs", "8", "--downstream_patience", "5"]
+# Every study run checkpoints its fine-tunes once per validation (50 steps, the recipe's --downstream_eval_steps), so
+# that a run cut off (a machine taken back, a session's end) resumes where it stopped: one of SmolLM2's fine-tunes
+# takes hours of a core. Checkpoints do not change the numbers, so this is not part of the protocol.
+STUDY_SAVE_STEPS = ["--downstream_save_steps", "50"]
 # A --quick study checks the pipeline, not convergence: at most two downstream epochs instead of the study's eight (its
 # end-to-end test runs eight downstream fine-tunes, and at eight epochs that test was the longest in the suite).
 QUICK_DOWNSTREAM = ["--downstream_epochs", "2", "--downstream_patience", "2"]
@@ -172,7 +176,7 @@ def task_flags(arm: str, seed: int, budget: str, english_task: bool, threads: in
         flags += ["--measure_unadapted", "false", "--downstream_models", "adapted"]
     if arm != "smollm2":  # (a decoder's bits per byte are exact: no pseudo-likelihood variants)
         flags += ["--word_l2r", "true"]  # the study reports both pseudo-likelihoods; the recipe only Salazar et al.'s
-    flags += STUDY_DOWNSTREAM + (QUICK_DOWNSTREAM if budget == "quick" else [])
+    flags += STUDY_SAVE_STEPS + STUDY_DOWNSTREAM + (QUICK_DOWNSTREAM if budget == "quick" else [])
     if english_task and arm != "smollm2":
         flags += ["--english_downstream", "true"]
     return flags + ["--downstream_mixed_precision", arm_precision(arm, budget)]  # last: variants replace it
@@ -236,14 +240,18 @@ def redo_task(entry: dict, budget: str, threads: int, work: Path, english_task: 
 def run_task(arm: str, seed: int, budget: str, english_task: bool, threads: int, work: Path) -> list[dict]:
     """One recipe run; the records it yields (two for smollm2: the unadapted and the adapted decoder)."""
     out = work / arm / f"seed-{seed}"
-    command = [sys.executable, "recipes/domain_adapt.py", "--output_dir", str(out),
-               *task_flags(arm, seed, budget, english_task, threads)]
+    flags = task_flags(arm, seed, budget, english_task, threads)
     if arm == "translate-test":  # the seeds share one translation of the test paragraphs (the translator is fixed)
-        command += ["--downstream_translate_test_cache", str(work / arm / "translations.jsonl")]
+        flags += ["--downstream_translate_test_cache", str(work / arm / "translations.jsonl")]
     out.parent.mkdir(parents=True, exist_ok=True)
+    attempts = start_attempt(out, flags)
+    if attempts > 1:  # an earlier attempt with these flags was cut off: the recipe continues it
+        flags = ["--resume" if flag == "--overwrite_output_dir" else flag for flag in flags]
+        print(f"{arm} seed {seed}: resuming the attempt that was cut off (attempt {attempts}).", flush=True)
+    command = [sys.executable, "recipes/domain_adapt.py", "--output_dir", str(out), *flags]
     env = _environment(threads)
     started = time.perf_counter()
-    with (out.parent / f"seed-{seed}.log").open("w") as log:
+    with (out.parent / f"seed-{seed}.log").open("a" if attempts > 1 else "w") as log:
         process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
         _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
@@ -252,11 +260,24 @@ def run_task(arm: str, seed: int, budget: str, english_task: bool, threads: int,
     results = json.loads((out / "results.json").read_text())
     common = {"seed": seed, "wall_seconds": round(time.perf_counter() - started, 1),
               "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1), "threads": threads}
+    if attempts > 1:  # the times above are the last attempt's; the fine-tunes' own train_seconds span all of them
+        common["attempts"] = attempts
     if arm == "smollm2":
         return [record("smollm2-unadapted", results, "unadapted", common),
                 record("smollm2-none", results, "adapted", common)]
     return [record(arm, results, "unadapted" if arm in UNADAPTED_MODEL_ARMS else "adapted",
                    common)]
+
+
+def start_attempt(out: Path, flags: list[str]) -> int:
+    """Counts this attempt of the run in `out` (its flags beside it, in OUT.attempt.json) and returns the count: 1
+    for a fresh start, more when an earlier attempt with the same flags left its folder behind. Other flags (another
+    budget, a changed arm) start afresh."""
+    ledger = out.parent / f"{out.name}.attempt.json"
+    earlier = json.loads(ledger.read_text()) if ledger.is_file() else None
+    attempts = earlier["attempts"] + 1 if earlier and earlier["flags"] == flags and out.is_dir() else 1
+    ledger.write_text(json.dumps({"flags": flags, "attempts": attempts}) + "\n")
+    return attempts
 
 
 def record(arm: str, results: dict, which: str, common: dict) -> dict:

@@ -3,6 +3,7 @@ MLM loss, LoRA mode, and a tiny end-to-end adaptation with a downstream check.""
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 import torch
@@ -604,3 +605,139 @@ def test_from_scratch_uses_the_adapted_tokenizer_and_none_of_the_checkpoints_wei
     with pytest.raises(SystemExit):
         main(common[:-4] + ["--output_dir", str(tmp_path / "lora"), "--from_scratch", "true", "--mode", "lora"])
     assert "--from_scratch true pretrains random weights: it needs --mode full" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ resuming a check
+def _resumable_check_flags(model_dir, data_file, output_dir) -> list[str]:
+    return ["--model", str(model_dir), "--dataset", str(data_file), "--output_dir", str(output_dir),
+            "--max_train_paragraphs", "none", "--eval_paragraphs", "12", "--urdu_vocab_size", "200",
+            "--min_frequency", "1", "--context_length", "32", "--per_device_batch_size", "8", "--max_steps", "6",
+            "--learning_rate", "3e-3", "--eval_steps", "none", "--save_steps", "3", "--head_warmup_steps", "0",
+            "--downstream_seeds", "1,2", "--downstream_jobs", "1", "--downstream_train_examples", "48",
+            "--downstream_validation_examples", "12", "--downstream_test_examples", "24",
+            "--downstream_epochs", "2", "--downstream_eval_steps", "2", "--downstream_patience", "10",
+            "--downstream_save_steps", "2", "--downstream_max_length", "32", "--downstream_batch_size", "8",
+            "--bpb_sentences", "4", "--curve_sentences", "3", "--english_dataset", "none",
+            "--progress_bar", "false", "--report_to", "none"]
+
+
+def test_a_cut_off_downstream_check_resumes_to_the_numbers_of_an_uncut_one(tmp_path, english_wordpiece, monkeypatch):
+    """--downstream_save_steps checkpoints every fine-tune; a run cut off in its third fine-tune (as a kill would
+    leave it: a checkpoint, a best model, metrics past the checkpoint) and resumed reads the two finished
+    fine-tunes back, continues the third from its checkpoint and runs the fourth: the numbers are the uncut run's."""
+    from transformer_zoo.training.finetune import recipe as finetuning
+
+    model_dir = save_english_mlm(tmp_path / "english-model", english_wordpiece)
+    data_file = write_labelled_urdu(tmp_path / "urdu.jsonl", 240)
+    uncut = main(_resumable_check_flags(model_dir, data_file, tmp_path / "uncut"))["downstream"]["urdu"]
+
+    class Cut(Exception):
+        pass
+
+    real_train, started = finetuning.train, []
+
+    def train_cut_in_the_third(model, train_set, collate, config, eval_fn=None, **kwargs):
+        started.append(config.output_dir)
+        if len(started) != 3:
+            return real_train(model, train_set, collate, config, eval_fn=eval_fn, **kwargs)
+        evaluations = []
+
+        def evaluate_until_the_cut(current):
+            evaluations.append(1)
+            if len(evaluations) == 4:  # step 8: after the step-6 checkpoint, before the step-8 one
+                raise Cut
+            return eval_fn(current)
+
+        return real_train(model, train_set, collate, config, eval_fn=evaluate_until_the_cut, **kwargs)
+
+    cut_dir = tmp_path / "cut"
+    monkeypatch.setattr(finetuning, "train", train_cut_in_the_third)
+    with pytest.raises(Cut):
+        main(_resumable_check_flags(model_dir, data_file, cut_dir))
+    monkeypatch.setattr(finetuning, "train", real_train)
+    third = cut_dir / "downstream" / "urdu" / "adapted" / "seed-1"
+    assert [path.name for path in (third / "checkpoints").iterdir()] == ["checkpoint-00000006"]
+    assert not (third / "results.json").exists()
+    finished = {name: (cut_dir / "downstream" / "urdu" / "unadapted" / name / "results.json").stat().st_mtime_ns
+                for name in ("seed-1", "seed-2")}
+    before_the_cut = [line for line in (third / "metrics.jsonl").read_text().splitlines()
+                      if json.loads(line)["step"] <= 6]
+
+    evaluated = {}  # fine-tune folder -> evaluations made in the resumed run
+
+    def train_counting_evaluations(model, train_set, collate, config, eval_fn=None, **kwargs):
+        folder = (Path(config.output_dir).parent.name, Path(config.output_dir).name)
+
+        def counted(current):
+            evaluated[folder] = evaluated.get(folder, 0) + 1
+            return eval_fn(current)
+
+        return real_train(model, train_set, collate, config, eval_fn=counted, **kwargs)
+
+    monkeypatch.setattr(finetuning, "train", train_counting_evaluations)
+    resumed = main([*_resumable_check_flags(model_dir, data_file, cut_dir), "--resume"])["downstream"]["urdu"]
+    # The third went on from step 6 (evaluations at 8, 10, 12 of 12 steps); the fourth ran whole.
+    assert evaluated == {("adapted", "seed-1"): 3, ("adapted", "seed-2"): 6}
+    for name, written in finished.items():  # read back, not fine-tuned again
+        assert (cut_dir / "downstream" / "urdu" / "unadapted" / name / "results.json").stat().st_mtime_ns == written
+    steps_logged = [json.loads(line)["step"] for line in (third / "metrics.jsonl").read_text().splitlines()
+                    if '"split"' in line]
+    assert steps_logged == sorted(set(steps_logged))  # continued from step 6: no evaluation logged twice
+    # The records up to the checkpoint are the cut attempt's own (wall-clock times included): not a fresh start.
+    assert (third / "metrics.jsonl").read_text().splitlines()[:len(before_the_cut)] == before_the_cut
+    for name in ("unadapted", "adapted"):
+        assert resumed[name]["runs"] == [
+            {**run, "train_seconds": resumed_run["train_seconds"]}
+            for run, resumed_run in zip(uncut[name]["runs"], resumed[name]["runs"])], name
+        assert resumed[name]["accuracy"] == uncut[name]["accuracy"]
+
+
+def test_resuming_a_fine_tune_made_with_other_flags_is_refused(tmp_path):
+    from types import SimpleNamespace
+
+    from transformer_zoo.training.adaptation.downstream import finished_fine_tunes
+
+    def job(rate, progress_bar=True):
+        return ("adapted", SimpleNamespace(learning_rate=rate, num_epochs=8.0, progress_bar=progress_bar,
+                                           save_steps=50, resume=False), 1)
+
+    assert finished_fine_tunes([job(1e-4)], tmp_path, resume=False, write=True) == {}
+    recorded = tmp_path / "adapted" / "seed-1" / "fine_tune_args.json"
+    assert json.loads(recorded.read_text())["learning_rate"] == 1e-4
+    # Not finished: resumed (flags that do not change the numbers may differ).
+    assert finished_fine_tunes([job(1e-4, progress_bar=False)], tmp_path, resume=True, write=True) == {}
+    (tmp_path / "adapted" / "seed-1" / "results.json").write_text('{"seed": 1}')
+    assert finished_fine_tunes([job(1e-4)], tmp_path, resume=True, write=True) == {0: {"seed": 1}}
+    with pytest.raises(ValueError, match="learning_rate: 0.0001 then, 0.0002 now"):
+        finished_fine_tunes([job(2e-4)], tmp_path, resume=True, write=True)
+    assert finished_fine_tunes([job(2e-4)], tmp_path, resume=False, write=True) == {}  # a fresh start overwrites
+
+
+def test_a_resume_before_the_first_checkpoint_fits_the_new_head_again(tmp_path, english_wordpiece):
+    """A checkpoint without an MLM head (a sentence-embedding BERT) gets its head fitted first. A run cut off before
+    its first adaptation checkpoint has no fitted head to resume: --resume must fit it again, or the adapted model
+    would differ from an uncut run's."""
+    from safetensors.torch import load_file
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    backbone_dir = tmp_path / "bert-backbone"
+    BertModel(BertConfig(vocab_size=len(english_wordpiece), hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+              ).save_pretrained(backbone_dir)
+    english_wordpiece.save_pretrained(backbone_dir)
+    data_file = write_urdu_text(tmp_path / "urdu.txt", 60)
+    output_dir = tmp_path / "run"
+    common = ["--model", str(backbone_dir), "--dataset", str(data_file), "--output_dir", str(output_dir),
+              "--max_train_paragraphs", "none", "--eval_paragraphs", "12", "--urdu_vocab_size", "200",
+              "--min_frequency", "1", "--context_length", "32", "--per_device_batch_size", "8", "--max_steps", "4",
+              "--learning_rate", "3e-3", "--eval_steps", "none", "--save_steps", "none", "--head_warmup_steps", "3",
+              "--bpb_sentences", "4", "--curve_sentences", "3", "--english_dataset", "none",
+              "--downstream", "false", "--progress_bar", "false", "--report_to", "none"]
+    uncut = main(common)
+    expected = load_file(output_dir / "model.safetensors")
+    resumed = main([*common, "--resume"])  # no checkpoint was ever written (--save_steps none)
+    actual = load_file(output_dir / "model.safetensors")
+    for name in expected:
+        assert torch.equal(expected[name], actual[name]), name
+    assert resumed["adapted"]["urdu"]["bits_per_byte"] == uncut["adapted"]["urdu"]["bits_per_byte"]

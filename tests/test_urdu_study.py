@@ -331,3 +331,26 @@ def test_the_help_states_the_equal_text_controls_real_budget():
     """--help (the module docstring) says how many words and tokens the control gives each model, as the code does."""
     doc = " ".join(study_module.__doc__.split())
     assert f"first {study_module.EQUAL_WORDS} words of every paragraph, in {study_module.EQUAL_TEXT[-1]} tokens" in doc
+
+
+def test_a_cut_off_run_is_resumed_with_the_flags_it_began_with(tmp_path):
+    """The study counts the attempts of each run beside its folder: a second attempt with the same flags, whose
+    folder the first left behind, continues it (--resume instead of --overwrite_output_dir); other flags, or no
+    folder, start afresh. Every run checkpoints its fine-tunes, so a resumed run loses at most 50 steps."""
+    flags = study_module.task_flags("smollm2", 1, "default", False, 1)
+    assert flags.count("--overwrite_output_dir") == 1 and "--resume" not in flags
+    assert flags[flags.index("--downstream_save_steps") + 1] == "50"
+    out = tmp_path / "smollm2" / "seed-1"
+    out.parent.mkdir(parents=True)
+    assert study_module.start_attempt(out, flags) == 1  # nothing there yet
+    assert study_module.start_attempt(out, flags) == 1  # the first attempt died before making its folder
+    out.mkdir()
+    assert study_module.start_attempt(out, flags) == 2
+    assert study_module.start_attempt(out, flags) == 3
+    assert study_module.start_attempt(out, study_module.task_flags("smollm2", 1, "quick", False, 1)) == 1
+    # ... and the record of a resumed run says so (its times are the last attempt's).
+    results = {"unadapted": {"urdu": {"bits_per_byte": 1.0, "fertility": 1.0, "single_character_word_share": 0.0,
+                                      "unknown_share": 0.0, "tokens_per_byte": 0.3}},
+               "steps": 0, "new_tokens": 0, "train_seconds": 0.0, "curve": [], "downstream": None}
+    entry = study_module.record("unadapted", results, "unadapted", {"seed": 1, "attempts": 2})
+    assert entry["attempts"] == 2

@@ -234,6 +234,11 @@ def build_parser() -> RecipeArgumentParser:
                             "(two one-thread fine-tunes did 1.24x the work of one two-thread fine-tune here, as the "
                             "study runs them), else 1. Each fine-tune seeds itself, so the numbers do not depend on "
                             "the order; they do depend on the threads per fine-tune, to float rounding.")
+    downstream.add_argument("--downstream_save_steps", type=optional_steps, default=None,
+                            help="Checkpoint each fine-tune every N steps (the newest one kept), so that --resume "
+                            "continues a cut-off check: finished fine-tunes are read back, unfinished ones go on "
+                            "from their checkpoint. Checkpoints do not change the numbers. Default: none (a "
+                            "resumed check repeats its unfinished fine-tunes from the start).")
     downstream.add_argument("--downstream_batch_size", type=int, default=16, help="Fine-tuning batch size.")
     downstream.add_argument("--downstream_attention_dropout", type=float, default=0.0,
                             help="Attention-probability dropout while fine-tuning, the same for every model (0: "
@@ -245,6 +250,14 @@ def build_parser() -> RecipeArgumentParser:
         eval_steps=25, save_steps=50, eval_batch_size=32,
     )
     return parser
+
+
+def optional_steps(value: str) -> int | None:
+    """A positive step count, or 'none'."""
+    steps = optional_int(value)
+    if steps is not None and steps < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of steps or 'none', got {value!r}")
+    return steps
 
 
 def downstream_jobs(value: str) -> str | int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 from pathlib import Path
 
 import datasets
@@ -111,19 +112,26 @@ def downstream_check(args, corpus: datasets.DatasetDict, options: dict | None, c
                 "--early_stopping_patience", str(args.downstream_patience),
                 "--early_stopping_metric", args.downstream_stopping_metric,
                 "--report_to", "none", "--progress_bar", str(args.progress_bar),
-                "--mixed_precision", args.mixed_precision, "--merge_lora", "false"]
+                "--mixed_precision", args.mixed_precision, "--merge_lora", "false",
+                "--save_steps", str(args.downstream_save_steps or "none"), "--save_total_limit", "1"]
         if args.dropout_sampler is not None:
             argv += ["--dropout_sampler", args.dropout_sampler]
+        if args.resume:
+            argv += ["--resume"]  # each fine-tune's newest checkpoint in its own folder, if it has one
         jobs.extend((name, parser.parse_args(argv), seed) for seed in args.downstream_seeds)
-    workers = downstream_workers(args.downstream_jobs, accelerator, len(jobs))
+    finished = finished_fine_tunes(jobs, output_dir, args.resume, accelerator.is_main_process)
+    to_run = [job for index, job in enumerate(jobs) if index not in finished]
+    workers = downstream_workers(args.downstream_jobs, accelerator, len(to_run))
     if workers > 1:
-        results = run_in_processes(jobs, workers, task_data, precision, output_dir)
+        fresh = run_in_processes(to_run, workers, task_data, precision, output_dir)
     else:
-        results = []
-        for name, fine_args, seed in jobs:
+        fresh = []
+        for name, fine_args, seed in to_run:
             with precision_context(precision, accelerator):
-                results.append(finetuning.run_once(fine_args, seed, output_dir / name / f"seed-{seed}", accelerator,
-                                                   task_data))
+                fresh.append(finetuning.run_once(fine_args, seed, output_dir / name / f"seed-{seed}", accelerator,
+                                                 task_data))
+    fresh = iter(fresh)
+    results = [finished[index] if index in finished else next(fresh) for index in range(len(jobs))]
     for (name, _, seed), result in zip(jobs, results):
         if accelerator.is_main_process:
             print(f"downstream ({dataset_name}) {name} seed {seed}: test accuracy {result['test']['accuracy']:.4f}, "
@@ -152,6 +160,46 @@ def downstream_check(args, corpus: datasets.DatasetDict, options: dict | None, c
         summary["comparison"] = compare_over_seeds(summary["adapted"]["accuracy"], summary["unadapted"]["accuracy"],
                                                    len(args.downstream_seeds))
     return summary
+
+
+# The file in each fine-tune's folder that says how it was started, so that --resume never continues or reuses a
+# fine-tune made with other flags. Flags that do not change the numbers may differ.
+FINE_TUNE_ARGS = "fine_tune_args.json"
+RESUME_NEUTRAL_FLAGS = ("resume", "overwrite_output_dir", "config", "progress_bar", "save_steps", "save_total_limit")
+
+
+def _fine_tune_flags(fine_args, seed: int) -> dict:
+    flags = {key: value for key, value in vars(fine_args).items() if key not in RESUME_NEUTRAL_FLAGS}
+    return json.loads(json.dumps({**flags, "seed": seed}, sort_keys=True, default=str))
+
+
+def finished_fine_tunes(jobs: list, output_dir: Path, resume, write: bool) -> dict[int, dict]:
+    """The results of the fine-tunes of `jobs` that an earlier, cut-off run of the same check finished (job index ->
+    results), read back on --resume; the other jobs' folders get their flags written (by the main process) before
+    they start. A folder whose recorded flags differ from the job's is refused: continuing it or reusing its
+    results would mix two protocols."""
+    finished = {}
+    for index, (name, fine_args, seed) in enumerate(jobs):
+        folder = output_dir / name / f"seed-{seed}"
+        flags = _fine_tune_flags(fine_args, seed)
+        recorded_file = folder / FINE_TUNE_ARGS
+        if resume and recorded_file.is_file():
+            recorded = json.loads(recorded_file.read_text(encoding="utf-8"))
+            changed = sorted(key for key in recorded.keys() | flags.keys() if recorded.get(key) != flags.get(key))
+            if changed:
+                shown = ", ".join(f"{key}: {recorded.get(key)!r} then, {flags.get(key)!r} now" for key in changed[:4])
+                raise ValueError(f"--resume: the downstream fine-tune in {folder} was started with other flags "
+                                 f"({shown}); resume with the flags it was started with, or start afresh with "
+                                 "--overwrite_output_dir.")
+            if (folder / "results.json").is_file():
+                finished[index] = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+                logger.warning(f"--resume: the downstream fine-tune {name} seed {seed} finished before the cut; "
+                               f"its results are read back from {folder}.")
+                continue
+        if write:
+            folder.mkdir(parents=True, exist_ok=True)
+            recorded_file.write_text(json.dumps(flags, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return finished
 
 
 def downstream_workers(setting: str | int, accelerator, fine_tunes: int) -> int:

@@ -39,7 +39,8 @@ from ..engine.cli import (
 )
 from ..engine.devices import create_accelerator
 from ..engine.evaluation import evaluate, model_loss
-from ..engine.loop import train
+from ..engine.checkpointing import latest_checkpoint
+from ..engine.loop import CHECKPOINTS_DIR, train
 from ..engine.tasks import ResumableDenoisingCollator, setup_logging, write_results
 from .arguments import (  # noqa: F401  (build_parser and the presets: re-exported)
     DEFAULT_EMBEDDING_INIT,
@@ -331,7 +332,11 @@ def run(args) -> dict:
         with accelerator.main_process_first():
             train_set = _lm_datasets(args, tokenizer, data.adaptation_texts, objective)
         collate = _collator(args, tokenizer, objective)
-        if lm.new_head and args.head_warmup_steps > 0 and not args.resume:
+        # A resumed run's checkpoint holds the warmed-up head; one cut off before its first checkpoint starts over,
+        # warmup included, or it would train on from an unfitted head.
+        resuming = isinstance(args.resume, str) or (
+            bool(args.resume) and latest_checkpoint(output_dir / CHECKPOINTS_DIR) is not None)
+        if lm.new_head and args.head_warmup_steps > 0 and not resuming:
             fit_new_head(args, lm.model, train_set, collate, accelerator, output_dir / "head-warmup", objective)
         model = lm.model
         if args.mode == "lora":
@@ -360,7 +365,7 @@ def run(args) -> dict:
                 return {"eval_bits_per_byte": value}
 
         start_file = output_dir / "curve_start.json"
-        if args.resume and start_file.is_file():
+        if resuming and start_file.is_file():
             # The checkpoint holds the trained weights; the starting point is the one measured when the run began.
             start_point = json.loads(start_file.read_text(encoding="utf-8"))[metric]
         else:

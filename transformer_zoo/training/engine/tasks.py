@@ -199,8 +199,11 @@ def translation_metrics(references: list[str] | None = None) -> Callable[[dict],
 
 # ================================================================================================ outputs
 def write_results(output_dir: str | os.PathLike, results: dict) -> Path:
+    # Written aside and renamed: a run killed mid-write leaves no half file that a --resume would read as finished.
     path = Path(output_dir) / "results.json"
-    path.write_text(json.dumps(results, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    temporary = path.with_suffix(".json.tmp")
+    temporary.write_text(json.dumps(results, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    temporary.replace(path)
     return path
 
 
