@@ -184,6 +184,40 @@ def test_batched_beam_search_equals_one_sentence_at_a_time(tiny_translator):
         translate(model, tokenizer, "one string")
 
 
+def test_a_source_past_the_position_limit_is_translated_in_pieces_of_whole_sentences(tiny_translator):
+    """With a sentence splitter, a source longer than the limit is not truncated: its sentences are grouped into
+    pieces that fit, each piece translated as a source of its own, the translations joined in order; the other
+    sources are untouched and every output keeps its place. Without one, the source is truncated and counted."""
+    model, tokenizer = copy.deepcopy(tiny_translator[0]).double(), tiny_translator[1]
+    sentences = ["the cat sat", "a dog ran", "birds fly"]
+    lengths = [len(tokenizer(s, add_special_tokens=False)["input_ids"]) for s in sentences]
+    limit = max(lengths) + 1  # one sentence and its eos fit; two do not
+    assert min(a + b for a, b in zip(lengths, lengths[1:])) + 1 > limit
+    long_source = " | ".join(sentences)
+
+    def split_at_bars(text):
+        return [part.strip() for part in text.split("|")]
+
+    counts = {}
+    outputs = translate(model, tokenizer, ["birds fly", long_source, "a dog ran"], num_beams=3, batch_size=2,
+                        max_source_tokens=limit, extra_length=6, split_sentences=split_at_bars, counts=counts)
+    one_by_one = translate(model, tokenizer, sentences, num_beams=3, batch_size=1, max_source_tokens=limit,
+                           extra_length=6)
+    assert one_by_one[0] == "el gato" and outputs[1] == " ".join(one_by_one)
+    assert (outputs[0], outputs[2]) == (one_by_one[2], one_by_one[1])
+    assert counts == {"over_limit": 1, "split": 1, "pieces": 3, "truncated": 0}
+    truncated_counts = {}
+    truncated = translate(model, tokenizer, [long_source], num_beams=3, max_source_tokens=limit, extra_length=6,
+                          counts=truncated_counts)
+    assert truncated_counts == {"over_limit": 1, "split": 0, "pieces": 0, "truncated": 1}
+    assert truncated[0] != outputs[1]
+    # A source with a single sentence past the limit stays whole, truncated, and counted as such.
+    single_counts = {}
+    translate(model, tokenizer, [" ".join(sentences)], num_beams=1, max_source_tokens=limit,
+              split_sentences=split_at_bars, counts=single_counts)
+    assert single_counts == {"over_limit": 1, "split": 0, "pieces": 0, "truncated": 1}
+
+
 def test_train_translation_learns_and_averages(tiny_translator):
     _, tokenizer = tiny_translator
     torch.manual_seed(1)

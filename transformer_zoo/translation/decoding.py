@@ -2,7 +2,8 @@
 
 transformers 5 removed the "translation" pipeline; this is the loop it ran, plus what it lacked: sentences are
 sorted by length so each batch pads little, every output comes back in the input order, and the length limit follows
-each batch's sources (Vaswani et al. 6.1: "maximum output length to input length + 50").
+each batch's sources (Vaswani et al. 6.1: "maximum output length to input length + 50"), and, given a sentence
+splitter, a source longer than the model can read is translated in pieces of whole sentences instead of truncated.
 
 Length penalty: transformers' beam search ranks finished hypotheses by sum log p / length ** length_penalty. Vaswani
 et al. use alpha = 0.6 with Wu et al.'s (2016) ((5 + length) / 6) ** alpha; the two agree in direction but not in
@@ -11,7 +12,7 @@ value, so a result with `length_penalty=0.6` here is transformers' form, and say
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from transformers.utils import logging
@@ -22,6 +23,7 @@ logger = logging.get_logger(__name__)
 @torch.no_grad()
 def translate(model, tokenizer, sources: Sequence[str], *, num_beams: int = 4, length_penalty: float = 0.6,
               batch_size: int = 32, max_source_tokens: int | None = None, extra_length: int = 50,
+              split_sentences: Callable[[str], list[str]] | None = None, counts: dict | None = None,
               progress: bool = False) -> list[str]:
     """Translate `sources` (strings) in batches; returns one detokenized string per source, in order.
 
@@ -33,6 +35,12 @@ def translate(model, tokenizer, sources: Sequence[str], *, num_beams: int = 4, l
             the model's `max_position_embeddings` where its positions come from a table (learned, sinusoidal),
             else no limit. Outputs are capped at that table too.
         extra_length: outputs may be up to the batch's longest source + this many tokens.
+        split_sentences: a sentence splitter for the source language. A source longer than the limit is then
+            translated in pieces of whole consecutive sentences, each within the limit, and the pieces'
+            translations are joined with a space, instead of losing its end to truncation; only a single sentence
+            longer than the limit is still truncated.
+        counts: a dict to fill with what happened to long sources: `over_limit` (sources longer than the limit),
+            `split` (of those, translated in pieces), `pieces` (how many), `truncated` (sources or pieces cut).
     """
     from tqdm.auto import tqdm
 
@@ -49,13 +57,24 @@ def translate(model, tokenizer, sources: Sequence[str], *, num_beams: int = 4, l
     position_limit = (config.max_position_embeddings
                       if config.position_embedding_type in ("learned", "sinusoidal") else None)
     limit = max_source_tokens if max_source_tokens is not None else position_limit
-    encoded = [ids + [end] for ids in tokenizer(list(sources), add_special_tokens=False)["input_ids"]]
+    sources = list(sources)
+    encoded = [ids + [end] for ids in tokenizer(sources, add_special_tokens=False)["input_ids"]]
+    owner = list(range(len(sources)))  # the source each encoded piece belongs to
+    tally = {"over_limit": 0, "split": 0, "pieces": 0, "truncated": 0}
     if limit is not None:
-        too_long = sum(len(ids) > limit for ids in encoded)
-        if too_long:
-            logger.warning(f"{too_long} of {len(encoded)} sources are longer than {limit} tokens and were truncated "
-                           "(the model has no positions past that).")
+        tally["over_limit"] = sum(len(ids) > limit for ids in encoded)
+        if split_sentences is not None and tally["over_limit"]:
+            encoded, owner, tally["split"], tally["pieces"] = _sentence_pieces(
+                tokenizer, sources, encoded, split_sentences, limit, end)
+        tally["truncated"] = sum(len(ids) > limit for ids in encoded)
+        if tally["truncated"]:
+            logger.warning(f"{tally['truncated']} of {len(encoded)} sources{' or pieces' if tally['split'] else ''} "
+                           f"are longer than {limit} tokens and were truncated (the model has no positions past "
+                           "that)" + ("." if split_sentences is not None else "; pass split_sentences to translate "
+                                      "long sources in pieces of whole sentences instead."))
             encoded = [ids[: limit - 1] + [end] if len(ids) > limit else ids for ids in encoded]
+    if counts is not None:
+        counts.update(tally)
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]), reverse=True)
     outputs: list[str | None] = [None] * len(encoded)
     model.eval()
@@ -73,4 +92,37 @@ def translate(model, tokenizer, sources: Sequence[str], *, num_beams: int = 4, l
                                    do_sample=False, max_new_tokens=max_new, **beam)
         for row, text in zip(rows, tokenizer.batch_decode(generated, skip_special_tokens=True)):
             outputs[row] = text.strip()
-    return outputs  # type: ignore[return-value]
+    joined: list[list[str]] = [[] for _ in sources]
+    for source, text in zip(owner, outputs):
+        joined[source].append(text)
+    return [" ".join(filter(None, parts)) for parts in joined]
+
+
+def _sentence_pieces(tokenizer, sources: list[str], encoded: list[list[int]], split_sentences, limit: int,
+                     end: int) -> tuple[list[list[int]], list[int], int, int]:
+    """Each source longer than `limit` tokens as pieces of whole consecutive sentences, each piece as long as the
+    limit allows (fewer pieces keep more context); the others as they are. Returns the encoded pieces, the source of
+    each, how many sources were split and into how many pieces."""
+    pieces, owner, split, count = [], [], 0, 0
+    for index, (source, ids) in enumerate(zip(sources, encoded)):
+        sentences = split_sentences(source) if len(ids) > limit else []
+        if len(sentences) < 2:  # short, or one long sentence: whole (and truncated if long)
+            pieces.append(ids)
+            owner.append(index)
+            continue
+        lengths = [len(row) for row in tokenizer(sentences, add_special_tokens=False)["input_ids"]]
+        groups: list[list[str]] = [[]]
+        used = 1  # the eos token
+        for sentence, length in zip(sentences, lengths):
+            # +1: the space between sentences may be a token of its own; measured exactly below
+            if groups[-1] and used + length + 1 > limit:
+                groups.append([])
+                used = 1
+            groups[-1].append(sentence)
+            used += length + 1
+        texts = [" ".join(group) for group in groups]
+        pieces += [row + [end] for row in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+        owner += [index] * len(texts)
+        split += 1
+        count += len(texts)
+    return pieces, owner, split, count
