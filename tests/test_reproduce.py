@@ -440,6 +440,11 @@ def test_translation_study_resumes_after_a_kill_and_reports_what_is_finished(tmp
     assert "**Partial report: 21 of 24 runs not finished**" in markdown and "heads_8 seed 0" in markdown
     assert "| 0/2 |" in markdown and "waiting" in markdown  # rows without a run, claims without their rows
     assert (tmp_path / "translation.partial.jsonl").exists()  # a partial report keeps the runs file
+    # A default model still training has its row in the pairs' table, marked.
+    waiting = dict(partial, pairs={"bible-en-es": partial["pairs"]["bible-en-es"]},
+                   missing=[["default", "urdu-translation-ur-en", None, 0], *partial["missing"]])
+    assert "| Urdu-English (hadith + Quran) | not finished |" in study.translation_markdown(waiting)
+    assert "not finished |" not in markdown.split("## Table 3")[0]
     ran = []
     original = study._run_task
     monkeypatch.setattr(study, "_run_task", lambda task, *rest: ran.append(tuple(task)) or original(task, *rest))

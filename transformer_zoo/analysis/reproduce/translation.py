@@ -404,9 +404,12 @@ def translation_markdown(results: Mapping[str, Any]) -> str:
                   f"of run time in all ({cpu}{span}); where they ran: {where or 'not recorded'}; seeds "
                   f"{', '.join(map(str, results['seeds']))}, mean ± sample standard deviation.",
                   ""]
-    if results["pairs"]:
+    # A partial report names the default models still training, in the table they will fill.
+    waiting = [task[1] for task in results.get("missing") or [] if task[0] == "default"]
+    if results["pairs"] or waiting:
         lines += ["| pair | test BLEU | test chrF | retrieval BLEU / chrF | copy BLEU / chrF | dev greedy BLEU: last "
                   "checkpoint -> average | steps | training time |", "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {LANGUAGE_PAIRS.get(name, name)} | not finished | – | – | – | – | – | – |" for name in waiting]
     for name, p in results["pairs"].items():
         before = [e for e in p["dev_evaluations"] if e.get("averaged") == 1 and e["step"] == p["steps"]]
         after = [e for e in p["dev_evaluations"] if e.get("averaged", 0) > 1]
