@@ -51,8 +51,15 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "length ** penalty); 0.6 as Vaswani et al. (whose form is Wu et al.'s). Default: 0.6.")
     parser.add_argument("--batch_size", type=positive_int, default=32, help="Sentences per batch. Default: 32.")
     parser.add_argument("--max_source_tokens", type=positive_int, default=None,
-                        help="Truncate longer sources to this many tokens (with a warning). Default: the model's "
-                        "position table, if it has one.")
+                        help="The longest source the model reads, in tokens (end token included); longer ones are "
+                        "split (--split_sentences) or truncated, with a warning. Default: the length the model was "
+                        "trained on where its folder says (translation_decoding.json, written by scripts/reproduce.py "
+                        "--save-models), else the model's position table, if it has one.")
+    parser.add_argument("--split_sentences", choices=["auto", "urdu", "english", "none"], default="auto",
+                        help="Translate a source longer than --max_source_tokens in pieces of whole sentences, split "
+                        "the way this names (urdu: at ۔ ؟ ! and the rest; english: at . ! ? before a capital), and "
+                        "join the pieces' translations; none truncates it instead. Default: auto, the model folder's "
+                        "translation_decoding.json if it has one, else none.")
     parser.add_argument("--extra_length", type=int, default=50,
                         help="An output may be up to the longest source of its batch plus this many tokens "
                         "(Vaswani et al.: 50). Default: 50.")
@@ -110,15 +117,23 @@ def main(argv=None) -> int:
     except (ValueError, OSError) as error:
         print(f"translate.py: {error}", file=sys.stderr)
         return 2
-    from transformer_zoo.translation import corpus_scores, translate
+    from transformer_zoo.translation import corpus_scores, load_decoding_defaults, sentence_splitter, translate
 
+    defaults = load_decoding_defaults(args.model)
+    splitter = defaults.get("split_sentences") if args.split_sentences == "auto" else \
+        sentence_splitter(args.split_sentences)
+    limit = args.max_source_tokens or defaults.get("max_source_tokens")
     filled = [i for i, line in enumerate(sources) if line.strip()]
     translations = [""] * len(sources)
+    counts = {}
     if filled:
         outputs = translate(model, tokenizer, [sources[i] for i in filled], num_beams=args.num_beams,
                             length_penalty=args.length_penalty, batch_size=args.batch_size,
-                            max_source_tokens=args.max_source_tokens, extra_length=args.extra_length,
-                            progress=args.output != "-")
+                            max_source_tokens=limit, extra_length=args.extra_length, split_sentences=splitter,
+                            counts=counts, progress=args.output != "-")
+        if counts.get("split"):
+            print(f"{counts['split']} of {len(filled)} sources were longer than {limit} tokens and went in "
+                  f"{counts['pieces']} pieces of whole sentences.", file=sys.stderr)
         for i, text in zip(filled, outputs):
             translations[i] = text
     text = "".join(line + "\n" for line in translations)

@@ -257,7 +257,15 @@ def test_copy_evaluate_counts_exact_matches():
 def test_script_runs_every_experiment_and_writes_reports(tmp_path, capsys):
     script = load_script()
     assert script.main(["--preset", "tiny", "--output", str(tmp_path), "--no-progress",
-                        "--snapshot-dir", str(tmp_path / "snapshots")]) == 0
+                        "--snapshot-dir", str(tmp_path / "snapshots"), "--save-models", str(tmp_path / "models")]) == 0
+    # Each saved translator says how its test decode read long sources (translate.py and translate-test follow it).
+    from transformer_zoo.analysis.reproduce.translation_setup import for_pair
+    from transformer_zoo.translation import load_decoding_defaults
+
+    tiny = rp.PRESETS["tiny"].translation
+    for pair, splitter in (("bible-en-es", "english"), ("urdu-translation-ur-en", "urdu")):
+        saved = load_decoding_defaults(tmp_path / "models" / pair)["names"]
+        assert saved == {"max_source_tokens": for_pair(tiny, pair).max_length, "source_sentences": splitter}
     for name in ("copy", "extrapolation", "norm", "translation"):
         markdown = (tmp_path / f"{name}.md").read_text()
         assert "| claim | criterion" in markdown and "± " in markdown

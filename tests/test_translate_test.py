@@ -69,3 +69,34 @@ def test_the_cache_flag_needs_translate_test(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["--downstream_translate_test_cache", str(tmp_path / "t.jsonl"), "--output_dir", str(tmp_path / "out")])
     assert "--downstream_translate_test_cache" in capsys.readouterr().err
+
+
+def test_a_model_folders_decoding_file_splits_long_paragraphs_and_keys_the_cache(tmp_path, tiny_translator,
+                                                                               monkeypatch):
+    """A folder saved by the translation study says how to decode it (translation_decoding.json): translate-test
+    translates a paragraph longer than the training length in sentence pieces, reports the counts, and does not
+    reuse translations cached before the folder said so."""
+    from transformer_zoo import translation
+
+    sentence = "یہ ایک جملہ ہے۔ وہ گھر گیا۔ "
+    urdu = datasets.DatasetDict(train=labelled(["ا"] * 4, [0, 1, 0, 1]), validation=labelled(["ب"] * 2, [0, 1]),
+                                test=labelled([sentence * 3, "وہ گھر گیا۔"] * 2, [0, 1, 0, 1]))
+    english = datasets.DatasetDict(train=labelled(["a b", "c d"] * 3, [0, 1] * 3),
+                                   validation=labelled(["e", "f"], [0, 1]), test=labelled(["g", "h"], [0, 1]))
+    args = types.SimpleNamespace(downstream_test_examples=4, data_seed=0, progress_bar=False)
+    cache = tmp_path / "translations.jsonl"
+    _, plain = translate_test.translated_test_corpus(args, urdu, english, str(tiny_translator), cache)
+    assert plain["decoding"] is None and plain["long_sources"]["split"] == 0
+    translation.save_decoding_defaults(tiny_translator, max_source_tokens=12, source_sentences="urdu")
+    calls = []
+    real = translation.translate
+    monkeypatch.setattr("transformer_zoo.translation.translate",
+                        lambda *a, **k: calls.append(k) or real(*a, **k))
+    _, split = translate_test.translated_test_corpus(args, urdu, english, str(tiny_translator), cache)
+    assert len(calls) == 1 and calls[0]["max_source_tokens"] == 12  # the old cache was not reused
+    assert split["decoding"] == {"max_source_tokens": 12, "source_sentences": "urdu"}
+    assert split["long_sources"]["split"] == 2 and split["long_sources"]["pieces"] > 2
+    _, again = translate_test.translated_test_corpus(args, urdu, english, str(tiny_translator), cache)
+    assert len(calls) == 1 and again["long_sources"] == split["long_sources"]  # read back, counts included
+    with pytest.raises(ValueError, match="Unknown sentence splitter 'french'"):
+        translation.save_decoding_defaults(tiny_translator, max_source_tokens=12, source_sentences="french")

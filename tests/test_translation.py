@@ -439,3 +439,29 @@ def test_translate_script_file_stdin_and_reference(tiny_translator, tmp_path):
     bare = tmp_path / "no-tokenizer"
     model.save_pretrained(bare)
     assert script.main([str(bare), "--input", str(tmp_path / "in.txt")]) == 2
+
+
+def test_translate_script_decodes_a_folder_the_way_it_says(tiny_translator, tmp_path, capsys):
+    """A model folder's translation_decoding.json (the study's --save-models writes it) sets the longest source and
+    the sentence splitter: a longer line goes in sentence pieces, as the study's test decode did; the flags win."""
+    from transformer_zoo.translation import save_decoding_defaults
+
+    model, tokenizer = tiny_translator
+    folder = tmp_path / "model"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    sentences = ["the cat sat.", "A dog ran"]
+    lengths = [len(tokenizer(s, add_special_tokens=False)["input_ids"]) for s in sentences]
+    limit = max(lengths) + 1
+    assert sum(lengths) + 1 > limit
+    save_decoding_defaults(folder, max_source_tokens=limit, source_sentences="english")
+    (tmp_path / "in.txt").write_text(" ".join(sentences) + "\n", encoding="utf-8")
+    script = load_script("translate")
+    common = [str(folder), "--input", str(tmp_path / "in.txt"), "--num_beams", "2", "--extra_length", "5"]
+    assert script.main([*common, "--output", str(tmp_path / "pieces.txt")]) == 0
+    pieces = translate(model, tokenizer, sentences, num_beams=2, extra_length=5, max_source_tokens=limit)
+    assert (tmp_path / "pieces.txt").read_text(encoding="utf-8") == " ".join(pieces) + "\n"
+    assert "1 of 1 sources were longer than" in capsys.readouterr().err
+    assert script.main([*common, "--output", str(tmp_path / "cut.txt"), "--split_sentences", "none"]) == 0
+    cut = translate(model, tokenizer, [" ".join(sentences)], num_beams=2, extra_length=5, max_source_tokens=limit)
+    assert (tmp_path / "cut.txt").read_text(encoding="utf-8") == cut[0] + "\n"

@@ -12,8 +12,8 @@ its neighbours do not provide as a library, each small and tested.
 from .averaging import average_checkpoints, average_state_dicts
 from .baselines import RetrievalBaseline, copy_baseline
 from .batching import token_batches
-from .decoding import translate
+from .decoding import load_decoding_defaults, save_decoding_defaults, sentence_splitter, translate
 from .scoring import corpus_scores
 
 __all__ = ["RetrievalBaseline", "average_checkpoints", "average_state_dicts", "copy_baseline", "corpus_scores",
-           "token_batches", "translate"]
+           "load_decoding_defaults", "save_decoding_defaults", "sentence_splitter", "token_batches", "translate"]

@@ -12,12 +12,60 @@ value, so a result with `length_penalty=0.6` here is transformers' form, and say
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import torch
 from transformers.utils import logging
 
 logger = logging.get_logger(__name__)
+
+# Beside a saved translation model: how it should be decoded, so that every user of the folder (scripts/translate.py,
+# translate-test) splits long sources as its own test decode did. transformers' generation_config.json has no place
+# for a source-side sentence splitter or the length the model was trained on.
+DECODING_FILE = "translation_decoding.json"
+SENTENCE_SPLITTERS = ("urdu", "english")
+
+
+def sentence_splitter(name: str | None) -> Callable[[str], list[str]] | None:
+    """The sentence splitter named `name` ("urdu": terminators ۔ ؟ ! and the rest; "english": . ! ? before a capital),
+    or None for None / "none"."""
+    if name in (None, "none"):
+        return None
+    if name == "urdu":
+        from ..text.urdu import split_sentences
+
+        return split_sentences
+    if name == "english":
+        from ..training.data.urdu_translation import english_sentences
+
+        return english_sentences
+    raise ValueError(f"Unknown sentence splitter {name!r}; choose one of {', '.join(SENTENCE_SPLITTERS)} or none.")
+
+
+def save_decoding_defaults(folder: str | os.PathLike, *, max_source_tokens: int, source_sentences: str | None) -> None:
+    """Write DECODING_FILE into a saved model's folder: the longest source it was trained on (tokens, end token
+    included) and its source language's sentence splitter."""
+    sentence_splitter(source_sentences)  # refuse an unknown name now, not when the folder is used
+    Path(folder, DECODING_FILE).write_text(json.dumps({"max_source_tokens": max_source_tokens,
+                                                       "source_sentences": source_sentences}, indent=1) + "\n",
+                                           encoding="utf-8")
+
+
+def load_decoding_defaults(folder: str | os.PathLike) -> dict:
+    """DECODING_FILE of a model folder as translate() keywords (max_source_tokens, split_sentences), plus "names"
+    (the file's own values, to record); {} when the folder has none."""
+    path = Path(folder, DECODING_FILE)
+    if not path.is_file():
+        return {}
+    values = json.loads(path.read_text(encoding="utf-8"))
+    limit = values.get("max_source_tokens")
+    if limit is not None and (not isinstance(limit, int) or limit < 2):
+        raise ValueError(f"{path}: max_source_tokens must be an integer of at least 2, got {limit!r}.")
+    return {"max_source_tokens": limit, "split_sentences": sentence_splitter(values.get("source_sentences")),
+            "names": values}
 
 
 @torch.no_grad()

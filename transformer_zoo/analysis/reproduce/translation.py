@@ -54,7 +54,8 @@ TITLE = "Translation: a real BLEU score, and the ablations of Vaswani et al. (20
 def train_default_model(pair: PairData, settings: TranslationSettings, seed: int, progress: bool) -> dict[str, Any]:
     """The pair's default model, trained, averaged, decoded with beam search on the test split, against the copy
     and retrieval baselines."""
-    from ...translation import RetrievalBaseline, copy_baseline, corpus_scores, translate
+    from ...translation import (RetrievalBaseline, copy_baseline, corpus_scores, save_decoding_defaults,
+                                sentence_splitter, translate)
     from ...translation.training import evaluate_loss, train_translation
 
     started = time.perf_counter()
@@ -87,8 +88,8 @@ def train_default_model(pair: PairData, settings: TranslationSettings, seed: int
     long_sources: dict[str, int] = {}
     hypotheses = translate(model, pair.tokenizer, sources, num_beams=settings.num_beams,
                            length_penalty=settings.length_penalty, batch_size=32, progress=progress,
-                           max_source_tokens=settings.max_length, split_sentences=source_sentences(pair.name),
-                           counts=long_sources)
+                           max_source_tokens=settings.max_length,
+                           split_sentences=sentence_splitter(source_sentences(pair.name)), counts=long_sources)
     decode_seconds = time.perf_counter() - decode_started
     scores = corpus_scores(hypotheses, references)
     copy_scores = corpus_scores(copy_baseline(sources), references)
@@ -99,6 +100,9 @@ def train_default_model(pair: PairData, settings: TranslationSettings, seed: int
         folder = Path(settings.model_dir) / pair.name
         model.save_pretrained(folder)
         pair.tokenizer.save_pretrained(folder)
+        # translate.py and translate-test read the folder's model as this decode did (long sources in pieces)
+        save_decoding_defaults(folder, max_source_tokens=settings.max_length,
+                               source_sentences=source_sentences(pair.name))
     return {
         "pair": pair.name, "language_pair": LANGUAGE_PAIRS.get(pair.name, pair.name), "seed": seed,
         "task_settings": default_settings(settings, pair.name), "lengths": pair.lengths,

@@ -175,13 +175,10 @@ def _truncated(tokenizer, sources, targets, max_length: int) -> dict[str, int]:
             "target_truncated": sum(len(row) > max_length - 1 for row in ids[n:])}
 
 
-def source_sentences(pair_name: str):
-    """The sentence splitter of a pair's source language: the test decode translates a source longer than the
-    training length in pieces of whole sentences (`translate(split_sentences=...)`)."""
-    from ...text.urdu import split_sentences
-    from ...training.data.urdu_translation import english_sentences
-
-    return split_sentences if pair_name.endswith("ur-en") else english_sentences
+def source_sentences(pair_name: str) -> str:
+    """The name of the sentence splitter of a pair's source language (`transformer_zoo.translation.sentence_splitter`):
+    the test decode translates a source longer than the training length in pieces of whole sentences."""
+    return "urdu" if pair_name.endswith("ur-en") else "english"
 
 
 def split_features(pair: PairData, split: str, settings: TranslationSettings):
