@@ -54,6 +54,18 @@ def save_english_mlm(folder, tokenizer):
     return folder
 
 
+def tiny_adaptation_flags(model_dir, data_file, output_dir, changes: dict[str, str]) -> list[str]:
+    """The recipe's flags for a few steps of adaptation on tiny data, without the English sample or the downstream
+    check, with `changes` (flag -> value) on top."""
+    flags = {"--model": str(model_dir), "--dataset": str(data_file), "--output_dir": str(output_dir),
+             "--max_train_paragraphs": "none", "--eval_paragraphs": "12", "--urdu_vocab_size": "200",
+             "--min_frequency": "1", "--context_length": "32", "--per_device_batch_size": "8",
+             "--learning_rate": "3e-3", "--eval_steps": "none", "--bpb_sentences": "4", "--curve_sentences": "3",
+             "--english_dataset": "none", "--downstream": "false", "--progress_bar": "false", "--report_to": "none",
+             **changes}
+    return [item for flag_and_value in flags.items() for item in flag_and_value]
+
+
 def write_urdu_text(path, paragraphs: int):
     """Unlabelled Urdu, one paragraph a line."""
     path.write_text("\n".join(" ".join(urdu_sentences(2, seed=i)) for i in range(paragraphs)) + "\n", encoding="utf-8")
@@ -385,12 +397,8 @@ def test_resumed_adaptation_ends_with_the_same_weights(tmp_path, english_wordpie
     model_dir = save_english_mlm(tmp_path / "english-model", english_wordpiece)
     data_file = write_urdu_text(tmp_path / "urdu.txt", 120)
     output_dir = tmp_path / "run"
-    common = ["--model", str(model_dir), "--dataset", str(data_file), "--output_dir", str(output_dir),
-              "--max_train_paragraphs", "none", "--eval_paragraphs", "12", "--urdu_vocab_size", "200",
-              "--min_frequency", "1", "--context_length", "32", "--per_device_batch_size", "8", "--max_steps", "10",
-              "--learning_rate", "3e-3", "--eval_steps", "none", "--save_steps", "4", "--save_total_limit", "0",
-              "--bpb_sentences", "4", "--curve_sentences", "3", "--english_dataset", "none",
-              "--downstream", "false", "--progress_bar", "false", "--report_to", "none"]
+    common = tiny_adaptation_flags(model_dir, data_file, output_dir,
+                                   {"--max_steps": "10", "--save_steps": "4", "--save_total_limit": "0"})
     uninterrupted = main(common)
     expected = load_file(output_dir / "model.safetensors")
     for later in sorted((output_dir / "checkpoints").iterdir())[1:]:  # as if it had died between steps 4 and 8
@@ -609,16 +617,12 @@ def test_from_scratch_uses_the_adapted_tokenizer_and_none_of_the_checkpoints_wei
 
 # ------------------------------------------------------------------------------------------------ resuming a check
 def _resumable_check_flags(model_dir, data_file, output_dir) -> list[str]:
-    return ["--model", str(model_dir), "--dataset", str(data_file), "--output_dir", str(output_dir),
-            "--max_train_paragraphs", "none", "--eval_paragraphs", "12", "--urdu_vocab_size", "200",
-            "--min_frequency", "1", "--context_length", "32", "--per_device_batch_size", "8", "--max_steps", "6",
-            "--learning_rate", "3e-3", "--eval_steps", "none", "--save_steps", "3", "--head_warmup_steps", "0",
-            "--downstream_seeds", "1,2", "--downstream_jobs", "1", "--downstream_train_examples", "48",
-            "--downstream_validation_examples", "12", "--downstream_test_examples", "24",
-            "--downstream_epochs", "2", "--downstream_eval_steps", "2", "--downstream_patience", "10",
-            "--downstream_save_steps", "2", "--downstream_max_length", "32", "--downstream_batch_size", "8",
-            "--bpb_sentences", "4", "--curve_sentences", "3", "--english_dataset", "none",
-            "--progress_bar", "false", "--report_to", "none"]
+    return tiny_adaptation_flags(model_dir, data_file, output_dir, {
+        "--max_steps": "6", "--save_steps": "3", "--head_warmup_steps": "0", "--downstream": "true",
+        "--downstream_seeds": "1,2", "--downstream_jobs": "1", "--downstream_train_examples": "48",
+        "--downstream_validation_examples": "12", "--downstream_test_examples": "24", "--downstream_epochs": "2",
+        "--downstream_eval_steps": "2", "--downstream_patience": "10", "--downstream_save_steps": "2",
+        "--downstream_max_length": "32", "--downstream_batch_size": "8"})
 
 
 def test_a_cut_off_downstream_check_resumes_to_the_numbers_of_an_uncut_one(tmp_path, english_wordpiece, monkeypatch):
@@ -728,12 +732,8 @@ def test_a_resume_before_the_first_checkpoint_fits_the_new_head_again(tmp_path, 
     english_wordpiece.save_pretrained(backbone_dir)
     data_file = write_urdu_text(tmp_path / "urdu.txt", 60)
     output_dir = tmp_path / "run"
-    common = ["--model", str(backbone_dir), "--dataset", str(data_file), "--output_dir", str(output_dir),
-              "--max_train_paragraphs", "none", "--eval_paragraphs", "12", "--urdu_vocab_size", "200",
-              "--min_frequency", "1", "--context_length", "32", "--per_device_batch_size", "8", "--max_steps", "4",
-              "--learning_rate", "3e-3", "--eval_steps", "none", "--save_steps", "none", "--head_warmup_steps", "3",
-              "--bpb_sentences", "4", "--curve_sentences", "3", "--english_dataset", "none",
-              "--downstream", "false", "--progress_bar", "false", "--report_to", "none"]
+    common = tiny_adaptation_flags(backbone_dir, data_file, output_dir,
+                                   {"--max_steps": "4", "--save_steps": "none", "--head_warmup_steps": "3"})
     uncut = main(common)
     expected = load_file(output_dir / "model.safetensors")
     resumed = main([*common, "--resume"])  # no checkpoint was ever written (--save_steps none)
