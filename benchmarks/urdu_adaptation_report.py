@@ -96,6 +96,18 @@ def _apart(study: dict, arm: str, other: str) -> str:
     return f"{a['mean'] - b['mean']:+.3f}, {seed_spread_verdict(a['mean'] - b['mean'], spread)}"
 
 
+
+def _long_paragraphs(quality: dict) -> str:
+    """How translate-test's translator read the paragraphs longer than its training length (from the model folder's
+    translation_decoding.json); nothing for translations made before it was recorded."""
+    counts, decoding = quality.get("long_sources") or {}, quality.get("decoding") or {}
+    if not counts.get("over_limit"):
+        return ""
+    return (f"; {counts['over_limit']} paragraphs longer than the {decoding.get('max_source_tokens')} tokens it "
+            f"trained on, {counts['split']} of them translated in {counts['pieces']} pieces of whole sentences, "
+            f"{counts['truncated']} cut")
+
+
 def findings_lines(study: dict) -> list[str]:
     """The study's findings in sentences, every number and every comparison computed from study.json, so that the
     words cannot drift from the table. Rows that have not run yet are said to be missing."""
@@ -148,7 +160,7 @@ def findings_lines(study: dict) -> list[str]:
             quality = entry.get("translation_quality") or {}
             if quality:
                 detail = (f" (our Urdu-English model on these paragraphs: chrF {quality['chrf']:.1f}, BLEU "
-                          f"{quality['bleu']:.1f} against the hadith's own English)")
+                          f"{quality['bleu']:.1f} against the hadith's own English{_long_paragraphs(quality)})")
         accuracy = _accuracy(study, arm)
         lines.append(f"- **{arm}** ({question}){detail}: {_pm(accuracy)}; "
                      + ("; ".join(against) if against else "no fp32 reference yet") + ".")
