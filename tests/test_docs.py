@@ -157,6 +157,16 @@ def test_the_urdu_row_compares_controls_within_their_precision_group():
     assert render_docs._fp32_control_clause({"default_arm": "lora", "lora-fp32": accuracy(0.7, 0.0)}) == ""
 
 
+def test_the_urdu_translators_rows_lead_with_chrf_and_say_when_retrieval_wins():
+    pair = lambda chrf, bleu: {"language_pair": "Urdu-English (hadith + Quran)", "epochs": 12.0, "test_chrf": chrf,
+                               "test_bleu": bleu, "retrieval_chrf": 39.94, "retrieval_bleu": 19.45}
+    rows = render_docs._urdu_translation_rows({"bible-en-es": pair(60.0, 30.0), "urdu-translation-ur-en": pair(43.1, 21.0)})
+    assert rows == [("The same Transformer, Urdu-English (hadith + Quran), 12 epochs on CPU",
+                     "test chrF **43.10**, BLEU 21.00 (retrieval 39.94 / 19.45)", "reproduce/translation.md")]
+    below = render_docs._urdu_translation_rows({"urdu-translation-ur-en": pair(41.0, 19.0)})
+    assert below[0][1].endswith("; **below retrieval**")  # a loss on either score is said on the front page
+
+
 def test_the_site_builds_with_strict_link_and_anchor_checks(tmp_path):
     environment = dict(os.environ, NO_MKDOCS_2_WARNING="1")
     result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
