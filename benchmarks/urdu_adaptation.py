@@ -28,7 +28,8 @@ Per arm: bits per byte of held-out Urdu and English (same bytes for every model)
 downstream "which collection" task (fine-tuning with early stopping; mean ± std over seeds; majority baseline).
 Writes, under --output-dir: study.json, study.md, bits_per_byte.png (validation bits per byte against training
 steps), downstream.png (accuracy per arm with error bars), and study.partial.jsonl with one line per finished run (a
-cut-off study keeps its runs, and a rerun skips them).
+cut-off study keeps its runs, and a rerun skips them; a run cut off half way is resumed from its checkpoints, not
+started again).
 
     python benchmarks/urdu_adaptation.py --jobs 2                       # the committed study (docs/urdu/)
     python benchmarks/urdu_adaptation.py --quick --arms unadapted,mean --seeds 1 --output-dir /tmp/urdu-quick
