@@ -158,13 +158,24 @@ def test_the_urdu_row_compares_controls_within_their_precision_group():
 
 
 def test_the_urdu_translators_rows_lead_with_chrf_and_say_when_retrieval_wins():
-    pair = lambda chrf, bleu: {"language_pair": "Urdu-English (hadith + Quran)", "epochs": 12.0, "test_chrf": chrf,
-                               "test_bleu": bleu, "retrieval_chrf": 39.94, "retrieval_bleu": 19.45}
-    rows = render_docs._urdu_translation_rows({"bible-en-es": pair(60.0, 30.0), "urdu-translation-ur-en": pair(43.1, 21.0)})
+    pair = lambda chrf, bleu, epochs=12.0: {"language_pair": "Urdu-English (hadith + Quran)", "epochs": epochs,
+                                            "test_chrf": chrf, "test_bleu": bleu, "retrieval_chrf": 39.94,
+                                            "retrieval_bleu": 19.45}
+    settings = {"pairs": ["bible-en-es", "urdu-translation-ur-en"],
+                "pair_overrides": {"urdu-translation-ur-en": {"epochs": 18.0}}}
+    record = lambda pairs, budgets=None: {"settings": settings, "pairs": pairs, "shorter_budgets": budgets or {}}
+    rows = render_docs._urdu_translation_rows(record({"bible-en-es": pair(60.0, 30.0),
+                                                      "urdu-translation-ur-en": pair(43.1, 21.0)}))
     assert rows == [("The same Transformer, Urdu-English (hadith + Quran), 12 epochs on CPU",
                      "test chrF **43.10**, BLEU 21.00 (retrieval 39.94 / 19.45)", "reproduce/translation.md")]
-    below = render_docs._urdu_translation_rows({"urdu-translation-ur-en": pair(41.0, 19.0)})
+    below = render_docs._urdu_translation_rows(record({"urdu-translation-ur-en": pair(41.0, 19.0)}))
     assert below[0][1].endswith("; **below retrieval**")  # a loss on either score is said on the front page
+    level = render_docs._urdu_translation_rows(record({"urdu-translation-ur-en": pair(40.82, 19.48)}))
+    assert "**not clear of retrieval** (margins 2 chrF, 1 BLEU)" in level[0][1]  # above, but within the margins
+    # Still training at a raised budget: the last finished budget stands on the front page, and says so.
+    training = render_docs._urdu_translation_rows(record({}, {"urdu-translation-ur-en": [pair(27.3, 11.5, 2.0),
+                                                                                         pair(40.82, 19.48)]}))
+    assert training[0][0].endswith("12 epochs on CPU") and training[0][1].endswith("training continues to 18 epochs")
 
 
 def test_the_site_builds_with_strict_link_and_anchor_checks(tmp_path):

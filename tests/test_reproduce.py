@@ -451,7 +451,7 @@ def test_translation_study_resumes_after_a_kill_and_reports_what_is_finished(tmp
     # A default model still training has its row in the pairs' table, marked.
     waiting = dict(partial, pairs={"bible-en-es": partial["pairs"]["bible-en-es"]},
                    missing=[["default", "urdu-translation-ur-en", None, 0], *partial["missing"]])
-    assert "| Urdu-English (hadith + Quran) | not finished |" in study.translation_markdown(waiting)
+    assert "| Urdu-English (hadith + Quran) | not finished (1 epochs) |" in study.translation_markdown(waiting)
     assert "not finished |" not in markdown.split("## Table 3")[0]
     ran = []
     original = study._run_task
@@ -469,3 +469,44 @@ def test_translation_study_resumes_after_a_kill_and_reports_what_is_finished(tmp
                                    previous_report=str(tmp_path / "translation.json"))
     found = rp.finished_runs(settings, [("ablation", "bible-en-es", "base", 0), ("default", "bible-en-es", None, 0)])
     assert list(found) == [("default", "bible-en-es", None, 0)]
+
+
+def test_a_raised_budget_keeps_the_shorter_runs_numbers_and_verdict_in_the_report(tmp_path):
+    """A pair whose epochs were raised after its run finished: the finished run no longer counts as the pair's result
+    (the longer run continues it), but the report shows it beside the pair, labelled, with its own verdict; a run
+    with other settings (not just fewer epochs), or more epochs, is not an earlier budget."""
+    from transformer_zoo.analysis.reproduce import translation as study
+
+    name = "urdu-translation-ur-en"
+    settings = dataclasses.replace(rp.PRESETS["tiny"].translation, partial_file=str(tmp_path / "runs.jsonl"),
+                                   pair_overrides={name: {"max_length": 64, "split_long_paragraphs": True,
+                                                          "epochs": 3.0}})
+    task = ("default", name, None, 0)
+
+    def run(epochs, **changes):
+        recorded = dict(study.default_settings(dataclasses.replace(settings, pair_overrides={
+            name: {"max_length": 64, "split_long_paragraphs": True, "epochs": epochs}}), name), **changes)
+        output = {"pair": name, "language_pair": "Urdu-English (hadith + Quran)", "epochs": epochs, "steps": 10,
+                  "task_settings": recorded, "test_bleu": 19.5 + epochs, "test_chrf": 40.0 + epochs, "retrieval_bleu": 19.45,
+                  "retrieval_chrf": 39.94, "copy_bleu": 0.0, "copy_chrf": 0.8, "train_seconds": 60.0,
+                  "dev_evaluations": [], "test_sentences": 20, "samples": [{"source": "s"}]}
+        return json.dumps(study.json_ready({"task": list(task), "output": output}))
+
+    lines = [run(1.0), run(2.0), run(2.0, vocab_size=123), run(4.0), "{cut off"]
+    (tmp_path / "runs.jsonl").write_text("\n".join(lines) + "\n")
+    budgets = study.shorter_budgets(settings, [task])
+    assert [r["epochs"] for r in budgets[name]] == [1.0, 2.0]  # fewest first; other settings and 4 epochs left out
+    assert budgets[name][1]["test_bleu"] == 21.5 and "samples" not in budgets[name][1]
+    assert study.finished_runs(settings, [task]) == {}  # none of them is the 3-epoch result
+    claims = study.budget_claims(budgets)
+    assert [claim["held"] for claim in claims] == [False, True]  # 1 epoch: BLEU +1.05, but chrF only +1.06
+    assert claims[0]["claim"].endswith("at 1 epochs (an earlier budget, since raised).")
+    results = {"settings": dataclasses.asdict(dataclasses.replace(settings, report_only=True)), "seeds": [0],
+               "pairs": {}, "missing": [list(task)],
+               "shorter_budgets": budgets, "claims": claims, "runs": [], "table3_rows": [], "summary": {},
+               "table3_claims": [], "ablation_pair": "bible-en-es", "ablation_data": "bible"}
+    markdown = study.translation_markdown(results).split("## Table 3")[0]
+    rows = [line for line in markdown.splitlines() if line.startswith("| Urdu-English")]
+    assert rows[0].startswith("| Urdu-English (hadith + Quran) | not finished (3 epochs) |")
+    assert rows[1].startswith("| Urdu-English (hadith + Quran), 1 epochs (an earlier budget) | **20.50** | 41.00 |")
+    assert rows[2].startswith("| Urdu-English (hadith + Quran), 2 epochs (an earlier budget) | **21.50** |")

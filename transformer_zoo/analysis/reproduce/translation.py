@@ -161,6 +161,17 @@ def default_model_claims(pairs: Mapping[str, Mapping[str, Any]]) -> list[dict[st
     return claims
 
 
+def budget_claims(budgets: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """The default-model claim at each shorter budget a pair was continued from, said as such."""
+    claims = []
+    for runs in budgets.values():
+        for run in runs:
+            claim = default_model_claims({run["pair"]: run})[0]
+            claim["claim"] = claim["claim"].rstrip(".") + f", at {run['epochs']:g} epochs (an earlier budget, since raised)."
+            claims.append(claim)
+    return claims
+
+
 def default_settings(settings: TranslationSettings, name: str) -> dict[str, Any]:
     """Everything a pair's default model depends on (besides its seed): a finished run counts only if these match."""
     settings = for_pair(settings, name)
@@ -228,6 +239,38 @@ def finished_runs(settings: TranslationSettings, tasks: Sequence[tuple]) -> dict
             if wanted.get(task) is not None and wanted[task] == recorded:
                 found[task] = output
     return found
+
+
+# What the report keeps of a shorter budget's run (not its samples or loss curve: the longer run has its own).
+BUDGET_FIELDS = ("epochs", "steps", "test_bleu", "test_chrf", "retrieval_bleu", "retrieval_chrf", "copy_bleu",
+                 "copy_chrf", "test_loss", "train_seconds", "dev_evaluations", "decoding", "language_pair", "pair",
+                 "test_sentences", "checkpoints_averaged")
+
+
+def shorter_budgets(settings: TranslationSettings, tasks: Sequence[tuple]) -> dict[str, list[dict[str, Any]]]:
+    """Each default model's finished runs at fewer epochs than it now trains, with every other setting the same: the
+    budgets it was continued from (a longer budget continues a shorter one's final state), fewest epochs first. The
+    report shows them beside the longer run, so a budget raised after seeing numbers leaves the earlier numbers, and
+    their verdict, in view."""
+    found: dict[str, dict[float, dict[str, Any]]] = {}
+    if not (settings.partial_file and Path(settings.partial_file).exists()):
+        return {}
+    wanted = {task[1]: _expected(task, settings) for task in tasks if task[0] == "default"}
+    for line in Path(settings.partial_file).read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line) if line.strip() else None
+        except json.JSONDecodeError:
+            continue
+        if not entry or entry["task"][0] != "default" or entry["task"][1] not in wanted:
+            continue
+        name, output = entry["task"][1], entry["output"]
+        recorded, expected = output.get("task_settings") or {}, wanted[name]
+        same = ({k: v for k, v in recorded.items() if k != "epochs"} == {k: v for k, v in expected.items()
+                                                                         if k != "epochs"})
+        if same and recorded.get("epochs", expected["epochs"]) < expected["epochs"]:
+            found.setdefault(name, {})[recorded["epochs"]] = {key: output[key] for key in BUDGET_FIELDS
+                                                               if key in output}
+    return {name: [runs[epochs] for epochs in sorted(runs)] for name, runs in found.items()}
 
 
 # ================================================================================================ the experiment
@@ -348,6 +391,7 @@ def run_translation(settings: TranslationSettings, seeds: Sequence[int], progres
             where = f"{output.get('device', 'cpu')}, {output.get('threads', '?')} thread(s)"
             machines.setdefault(where, []).append(f"{row} seed {seed}" if kind == "ablation" else name)
     spans = [(output["started_at"], output["finished_at"]) for output in outputs if "started_at" in output]
+    budgets = shorter_budgets(settings, tasks)
     return {"experiment": "translation", "settings": asdict(settings), "seeds": list(seeds), "pairs": pairs,
             "worker_cpu_seconds": new_cpu, "complete": len(outputs) == len(tasks),
             "missing": [list(task) for task in tasks if task not in done],
@@ -360,8 +404,9 @@ def run_translation(settings: TranslationSettings, seeds: Sequence[int], progres
             "ablation_data": next((run["data"] for run in runs if "data" in run), None)
             or (pairs[settings.pairs[0]]["data"] if settings.pairs[0] in pairs else settings.pairs[0]),
             "runs": runs, "table3_rows": rows, "summary": summary, "table3_claims": table3_claims(summary),
-            "claims": default_model_claims(pairs) + [claim for claim in table3_claims(summary)
-                                                     if claim["held"] is not None]}
+            "shorter_budgets": budgets,
+            "claims": default_model_claims(pairs) + budget_claims(budgets)
+            + [claim for claim in table3_claims(summary) if claim["held"] is not None]}
 
 
 def where_runs_ran(machines: Mapping[str, Sequence[str]]) -> str:
@@ -410,18 +455,26 @@ def translation_markdown(results: Mapping[str, Any]) -> str:
                   ""]
     # A partial report names the default models still training, in the table they will fill.
     waiting = [task[1] for task in results.get("missing") or [] if task[0] == "default"]
-    if results["pairs"] or waiting:
+    if results["pairs"] or waiting or results.get("shorter_budgets"):
         lines += ["| pair | test BLEU | test chrF | retrieval BLEU / chrF | copy BLEU / chrF | dev greedy BLEU: last "
                   "checkpoint -> average | steps | training time |", "|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {LANGUAGE_PAIRS.get(name, name)} | not finished | – | – | – | – | – | – |" for name in waiting]
-    for name, p in results["pairs"].items():
-        before = [e for e in p["dev_evaluations"] if e.get("averaged") == 1 and e["step"] == p["steps"]]
-        after = [e for e in p["dev_evaluations"] if e.get("averaged", 0) > 1]
-        averaging = (f"{before[0]['greedy_bleu']:.2f} -> {after[0]['greedy_bleu']:.2f}" if before and after
-                     else "n/a")
-        lines.append(f"| {p['language_pair']} | **{p['test_bleu']:.2f}** | {p['test_chrf']:.2f} | "
-                     f"{p['retrieval_bleu']:.2f} / {p['retrieval_chrf']:.2f} | {p['copy_bleu']:.2f} / "
-                     f"{p['copy_chrf']:.2f} | {averaging} | {p['steps']} | {p['train_seconds'] / 60:.1f} min |")
+    budgets = results.get("shorter_budgets") or {}
+    for name in dict.fromkeys([*s["pairs"], *results["pairs"], *waiting, *budgets]):  # each pair, then its earlier budgets
+        if name in waiting:
+            epochs = (s.get("pair_overrides") or {}).get(name, {}).get("epochs", s["epochs"])
+            lines.append(f"| {LANGUAGE_PAIRS.get(name, name)} | not finished ({epochs:g} epochs) | – | – | – | – | – | "
+                         "– |")
+        rows = [results["pairs"][name]] if name in results["pairs"] else []
+        rows += [dict(run, language_pair=f"{run['language_pair']}, {run['epochs']:g} epochs (an earlier budget)")
+                 for run in budgets.get(name, [])]
+        for p in rows:
+            before = [e for e in p["dev_evaluations"] if e.get("averaged") == 1 and e["step"] == p["steps"]]
+            after = [e for e in p["dev_evaluations"] if e.get("averaged", 0) > 1]
+            averaging = (f"{before[0]['greedy_bleu']:.2f} -> {after[0]['greedy_bleu']:.2f}" if before and after
+                         else "n/a")
+            lines.append(f"| {p['language_pair']} | **{p['test_bleu']:.2f}** | {p['test_chrf']:.2f} | "
+                         f"{p['retrieval_bleu']:.2f} / {p['retrieval_chrf']:.2f} | {p['copy_bleu']:.2f} / "
+                         f"{p['copy_chrf']:.2f} | {averaging} | {p['steps']} | {p['train_seconds'] / 60:.1f} min |")
     if results["pairs"]:
         first = next(iter(results["pairs"].values()))
         lines += ["", "Data: " + "; ".join(p["data"] for p in results["pairs"].values()) + ".", ""]
