@@ -348,6 +348,13 @@ def _fp32_control_clause(study: dict) -> str:
             + f" against the default arm's {ours['mean']:.3f} ± {ours['std']:.3f}")
 
 
+def _retrieval_margins() -> str:
+    """The study's margins for 'clear of retrieval', as the docs say them."""
+    from transformer_zoo.analysis.reproduce.translation import BLEU_MARGIN, CHRF_MARGIN
+
+    return f"{CHRF_MARGIN:g} chrF, {BLEU_MARGIN:g} BLEU"
+
+
 def _against_retrieval(pair: dict) -> str:
     """How a translator's test scores stand against retrieval, by the study's own margins (CHRF_MARGIN,
     BLEU_MARGIN in transformer_zoo.analysis.reproduce.translation)."""
@@ -376,7 +383,7 @@ def _urdu_translation_rows(record: dict) -> list[tuple[str, str, str]]:
             note = f"; training continues to {epochs:g} epochs"
         else:
             continue
-        standing = {"clear": "", "level": "; **not clear of retrieval** (margins 2 chrF, 1 BLEU)",
+        standing = {"clear": "", "level": f"; **not clear of retrieval** (margins {_retrieval_margins()})",
                     "below": "; **below retrieval**"}[_against_retrieval(pair)]
         rows.append((f"The same Transformer, {pair['language_pair']}, {pair['epochs']:g} epochs on CPU",
                      f"test chrF **{pair['test_chrf']:.2f}**, BLEU {pair['test_bleu']:.2f} (retrieval "
@@ -658,7 +665,7 @@ def _translation_notes() -> str:
                     f"{margin_chrf:.1f} chrF")
         elif standing == "level":
             head = (f"- **{pair['language_pair']} is level with retrieval**, not clear of it by the study's margins "
-                    f"(2 chrF, 1 BLEU): {margin_bleu:+.2f} BLEU and {margin_chrf:+.2f} chrF after "
+                    f"({_retrieval_margins()}): {margin_bleu:+.2f} BLEU and {margin_chrf:+.2f} chrF after "
                     f"{pair['steps']:,} optimizer steps")
         else:
             head = (f"- **{pair['language_pair']} does not translate at this budget**: {pair['steps']:,} optimizer "
