@@ -13,9 +13,10 @@ its own process; the seed sets the adaptation and the downstream fine-tuning ali
   trans-tokenization   + Urdu pieces, aligned English pieces via eflomal on en-ur pairs (Remy et al. 2024)
   lora                 + Urdu pieces (mean rows), LoRA adapters with only the new rows trainable (PEFT
                        trainable_token_indices)
-  smollm2              SmolLM2-135M (Llama-style decoder), unadapted and after causal-LM continued pretraining
-                       without new vocabulary, exact bits per byte; the same downstream check, as a sequence
-                       classifier, for both
+  smollm2-unadapted    SmolLM2-135M (Llama-style decoder) as it is: exact bits per byte, and the same downstream
+                       check as a sequence classifier
+  smollm2-none         SmolLM2-135M after causal-LM continued pretraining without new vocabulary, the same measures
+                       ('smollm2' names both)
   from-scratch         the adapted arms' architecture and extended tokenizer, random weights, the same text and
                        steps: is the English pretraining worth anything?
   translate-test       the Urdu test paragraphs translated to English by our own ur->en model, classified by the
@@ -58,6 +59,7 @@ from urdu_adaptation_report import markdown, plots  # noqa: E402  (study.md and 
 TRANSLATOR = "outputs/translation-models/urdu-translation-ur-en"
 # Continued pretraining of every weight at the rate the committed study used (the recipe's default is LoRA).
 FULL = ["--mode", "full", "--learning_rate", "5e-4"]
+SMOLLM2_MEASURES = ["--per_device_batch_size", "8", "--bpb_sentences", "40"]
 ARMS = {
     "unadapted": ["--adapt", "false"],
     "none": ["--extend_vocab", "false", *FULL],
@@ -70,11 +72,15 @@ ARMS = {
     "from-scratch": ["--from_scratch", "true", "--extend_vocab", "true", *FULL],
     # The English model on the Urdu test paragraphs translated by our own ur->en model (never trained on them).
     "translate-test": ["--adapt", "false", "--downstream_translate_test", TRANSLATOR],
-    # One run gives both the unadapted decoder and the adapted one (measure_unadapted).
-    "smollm2": ["--model", "smollm2", "--extend_vocab", "false", "--measure_unadapted", "true",
-                "--per_device_batch_size", "8", "--max_steps", "40", "--eval_steps", "10",
-                "--save_steps", "none", "--learning_rate", "1e-4", "--bpb_sentences", "40"],
+    # The decoder, unadapted and adapted, as two runs: each has its own downstream fine-tune (about 1.5 h of one core
+    # here), so that each fits a working session, and the two can run side by side. Both measure bits per byte on the
+    # same 40 held-out sentences, in batches of 8.
+    "smollm2-unadapted": ["--model", "smollm2", "--adapt", "false", *SMOLLM2_MEASURES],
+    "smollm2-none": ["--model", "smollm2", "--extend_vocab", "false", "--max_steps", "40", "--eval_steps", "10",
+                     "--save_steps", "none", "--learning_rate", "1e-4", *SMOLLM2_MEASURES],
 }
+# Names that stand for several arms in --arms and --tasks.
+ARM_ALIASES = {"smollm2": ("smollm2-unadapted", "smollm2-none")}
 ENCODER_ARMS = ["unadapted", "none", "random", "mean", "focus", "trans-tokenization", "lora", "from-scratch",
                 "translate-test"]
 # Variants: a base arm's run with other downstream flags, compared within their own group (below).
@@ -114,7 +120,8 @@ def protocol_group(arm: str) -> str:
 
 
 # records of the unadapted model
-UNADAPTED_MODEL_ARMS = ("unadapted", "translate-test", "unadapted-equal-text", "unadapted-fp32")
+UNADAPTED_MODEL_ARMS = ("unadapted", "translate-test", "unadapted-equal-text", "unadapted-fp32",
+                        "smollm2-unadapted")
 CITATIONS = {
     "unadapted": "the starting model",
     "none": "continued pretraining only (Gururangan et al. 2020)",
@@ -169,16 +176,17 @@ def task_flags(arm: str, seed: int, budget: str, english_task: bool, threads: in
     flags += ["--downstream_seeds", str(seed)]
     flags += budget_flags
     flags += ARMS[arm]
-    if arm == "smollm2" and budget == "quick":
-        flags += QUICK_SMOLLM2
-    if arm in ("unadapted", "translate-test"):
+    decoder = arm.startswith("smollm2")
+    if decoder and budget == "quick":
+        flags += QUICK_SMOLLM2 if arm == "smollm2-none" else QUICK_SMOLLM2[-4:]  # (the unadapted one trains nothing)
+    if arm in UNADAPTED_MODEL_ARMS:
         flags += ["--downstream_models", "unadapted"]
-    elif arm != "smollm2":
+    else:
         flags += ["--measure_unadapted", "false", "--downstream_models", "adapted"]
-    if arm != "smollm2":  # (a decoder's bits per byte are exact: no pseudo-likelihood variants)
+    if not decoder:  # (a decoder's bits per byte are exact: no pseudo-likelihood variants)
         flags += ["--word_l2r", "true"]  # the study reports both pseudo-likelihoods; the recipe only Salazar et al.'s
     flags += STUDY_SAVE_STEPS + STUDY_DOWNSTREAM + (QUICK_DOWNSTREAM if budget == "quick" else [])
-    if english_task and arm != "smollm2":
+    if english_task and not decoder:
         flags += ["--english_downstream", "true"]
     return flags + ["--downstream_mixed_precision", arm_precision(arm, budget)]  # last: variants replace it
 
@@ -239,7 +247,7 @@ def redo_task(entry: dict, budget: str, threads: int, work: Path, english_task: 
 
 
 def run_task(arm: str, seed: int, budget: str, english_task: bool, threads: int, work: Path) -> list[dict]:
-    """One recipe run; the records it yields (two for smollm2: the unadapted and the adapted decoder)."""
+    """One recipe run and its record."""
     out = work / arm / f"seed-{seed}"
     flags = task_flags(arm, seed, budget, english_task, threads)
     if arm == "translate-test":  # the seeds share one translation of the test paragraphs (the translator is fixed)
@@ -263,11 +271,7 @@ def run_task(arm: str, seed: int, budget: str, english_task: bool, threads: int,
               "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1), "threads": threads}
     if attempts > 1:  # the times above are the last attempt's; the fine-tunes' own train_seconds span all of them
         common["attempts"] = attempts
-    if arm == "smollm2":
-        return [record("smollm2-unadapted", results, "unadapted", common),
-                record("smollm2-none", results, "adapted", common)]
-    return [record(arm, results, "unadapted" if arm in UNADAPTED_MODEL_ARMS else "adapted",
-                   common)]
+    return [record(arm, results, "unadapted" if arm in UNADAPTED_MODEL_ARMS else "adapted", common)]
 
 
 def start_attempt(out: Path, flags: list[str]) -> int:
@@ -456,7 +460,8 @@ def write_outputs(records: list[dict], folder: Path, setup: dict) -> dict:
 
 def _parse_tasks(text: str, parser) -> list[tuple[str, int]]:
     try:
-        wanted = [(part.split(":")[0].strip(), int(part.split(":")[1])) for part in text.split(",")]
+        wanted = [(arm, int(part.split(":")[1])) for part in text.split(",")
+                  for arm in ARM_ALIASES.get(part.split(":")[0].strip(), (part.split(":")[0].strip(),))]
     except (IndexError, ValueError):
         parser.error(f"--tasks takes arm:seed pairs, got {text!r}")
     bad = [arm for arm, _ in wanted if arm not in ARMS and arm not in VARIANT_ARMS]
@@ -509,13 +514,15 @@ def redo_downstream(records: list[dict], args, budget: str, threads: int, work: 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arms", default=",".join(ARMS),
-                        help=f"comma-separated arms (default: all: {', '.join(ARMS)})")
+                        help=f"comma-separated arms (default: all: {', '.join(ARMS)}); 'smollm2' names both "
+                        "decoder arms")
     parser.add_argument("--seeds", default="1,2,3", help="comma-separated seeds, each arm once per seed")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--quick", action="store_true", help="a tiny budget (seconds per run): checks the pipeline")
     budget.add_argument("--full", action="store_true", help="the recipe's --full preset (hours per run on 2 cores)")
     parser.add_argument("--tasks", default=None,
-                        help="explicit runs in this order, as arm:seed pairs (e.g. mean:2,unadapted:3); overrides the "
+                        help="explicit runs in this order, as arm:seed pairs (e.g. mean:2,unadapted:3; smollm2:1 is "
+                        "both decoder runs of seed 1); overrides the "
                         "seed-by-seed order of --arms x --seeds (to finish the most needed runs first)")
     parser.add_argument("--english-task-arms", default="unadapted,DEFAULT",
                         help="arms that also run the English version of the downstream task ('DEFAULT' = the "
@@ -536,7 +543,7 @@ def main(argv=None) -> dict:
                         "recipe's current one, on the models those runs saved in --work-dir (the adaptation is not "
                         "repeated), then rebuild the outputs; --tasks limits it to those runs")
     args = parser.parse_args(argv)
-    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    arms = [arm for a in args.arms.split(",") if a.strip() for arm in ARM_ALIASES.get(a.strip(), (a.strip(),))]
     unknown = [a for a in arms if a not in ARMS and a not in VARIANT_ARMS]
     if unknown:
         parser.error(f"unknown arm(s) {', '.join(unknown)}; choose from {', '.join([*ARMS, *VARIANT_ARMS])}")
@@ -573,8 +580,7 @@ def main(argv=None) -> dict:
         if budget_name == "full":
             parser.error("--redo-downstream repeats default or --quick budget checks, not --full ones")
         return redo_downstream(records, args, budget_name, threads, work, folder, partial, setup, parser, english)
-    done = {(r["arm"].split("-")[0] if r["arm"].startswith("smollm2") else r["arm"], r["seed"]) for r in records
-            if _finished(r)}
+    done = {(r["arm"], r["seed"]) for r in records if _finished(r)}
     # Seed by seed, so that a cut-off study has every arm at the first seeds.
     tasks = [(arm, seed) for seed in seeds for arm in arms if (arm, seed) not in done]
     if args.tasks:

@@ -128,6 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
              "from that state instead of from the start. Default: outputs/translation-snapshots/PRESET (one folder per "
              "preset, so that a quick run never replaces a default study's snapshots).")
     parser.add_argument(
+        "--only", choices=("defaults", "table3"), default=None,
+        help="translation: train only the language pairs' default models ('defaults') or only table 3's rows "
+             "('table3') this time; the report still lists every run and marks the others missing. With --resume, "
+             "e.g. '--only table3 --jobs 2' gives both cores to table 3's hour-long runs while a default model "
+             "too long for one sitting waits. Default: every run.")
+    parser.add_argument(
         "--report-only", action="store_true",
         help="translation: train nothing; write the report from the runs finished so far (partial file and "
              "previous report), marking the rows and claims still waiting for runs. Default: off.")
@@ -149,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     command = "python scripts/reproduce.py " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None
                                                                                   else argv))
     names = EXPERIMENTS if args.experiment == "all" else (args.experiment,)
-    if (args.resume or args.report_only) and "translation" not in names:
-        print("reproduce.py: --resume and --report-only apply to the translation study; add --experiment "
+    if (args.resume or args.report_only or args.only) and "translation" not in names:
+        print("reproduce.py: --resume, --report-only and --only apply to the translation study; add --experiment "
               "translation.", file=sys.stderr)
         return 2
     if "translation" in names:
@@ -174,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
                 partial.unlink(missing_ok=True)
             settings = dataclasses.replace(
                 PRESETS[args.preset].translation, model_dir=args.save_models, jobs=args.jobs,
-                partial_file=str(partial), resume=args.resume, report_only=args.report_only,
+                partial_file=str(partial), resume=args.resume, report_only=args.report_only, train_only=args.only,
                 snapshot_dir=args.snapshot_dir or f"outputs/translation-snapshots/{args.preset}", device=args.device,
                 previous_report=str(previous) if previous.exists() else None)
         results = run_experiment(name, args.preset, args.seeds, progress=not args.no_progress, settings=settings)

@@ -333,6 +333,13 @@ def test_bad_inputs_are_refused_with_a_clear_message(capsys):
     with pytest.raises(SystemExit):
         script.main(["--seeds", "1,1"])
     assert "distinct" in capsys.readouterr().err
+    assert script.main(["--experiment", "copy", "--only", "table3"]) == 2  # --only picks translation runs
+    assert "apply to the translation study" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        script.main(["--experiment", "translation", "--only", "rows"])
+    assert "invalid choice" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="train_only takes 'defaults' or 'table3'"):
+        rp.run_translation(dataclasses.replace(rp.PRESETS["tiny"].translation, train_only="rows"), [0])
     with pytest.raises(ValueError, match="Unknown experiment"):
         rp.run_experiment("nope", "tiny")
     with pytest.raises(ValueError, match="Unknown preset"):
@@ -456,8 +463,13 @@ def test_translation_study_resumes_after_a_kill_and_reports_what_is_finished(tmp
     ran = []
     original = study._run_task
     monkeypatch.setattr(study, "_run_task", lambda task, *rest: ran.append(tuple(task)) or original(task, *rest))
-    assert script.main(arguments + ["--resume"]) == 0
+    # --only picks which of the missing runs train this time: both default models are finished, so 'defaults' has
+    # nothing to do and the report stays partial; 'table3' runs every missing row.
+    assert script.main(arguments + ["--resume", "--only", "defaults"]) == 0
+    assert ran == [] and not json.loads((tmp_path / "translation.json").read_text())["complete"]
+    assert script.main(arguments + ["--resume", "--only", "table3"]) == 0
     assert len(ran) == 2 * 12 - 3 and not set(ran) & set(tasks)  # only the missing runs
+    assert {task[0] for task in ran} == {"ablation"}
     resumed = json.loads((tmp_path / "translation.json").read_text())
     assert resumed["complete"] and not (tmp_path / "translation.partial.jsonl").exists()
     assert resumed["pairs"] == complete["pairs"]

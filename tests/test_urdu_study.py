@@ -120,7 +120,8 @@ def test_the_study_protocol_is_the_recipes_flags_with_its_longer_full_fine_tunin
     # the later arms and their references in fp32.
     assert protocol["precision"] == "bf16"
     assert flags[-2:] == ["--downstream_mixed_precision", "bf16"]
-    for arm in ("unadapted-fp32", "lora-fp32", "from-scratch", "translate-test", "smollm2", "lora-equal-text"):
+    for arm in ("unadapted-fp32", "lora-fp32", "from-scratch", "translate-test", "smollm2-unadapted", "smollm2-none",
+                "lora-equal-text"):
         assert study_module.current_protocol("default", arm)["precision"] == "no"  # the recipe's name for fp32
         arm_flags = study_module.task_flags(arm, 1, "default", False, 1)
         assert arm_flags.count("--downstream_mixed_precision") == 1 and "bf16" not in arm_flags
@@ -199,6 +200,29 @@ def test_a_decoder_run_without_its_downstream_check_is_run_again_and_superseded(
     latest = study_module.latest_records([old, encoder, new])
     assert latest == [encoder, new]  # one record per arm and seed, the later one
     assert study_module.summarise(latest, "mean")["smollm2-none"]["bpb_urdu"] == 1.7
+
+
+def test_the_decoder_arms_are_two_runs_each_with_one_fine_tune(tmp_path):
+    """The unadapted and the adapted decoder are separate runs (each fine-tune takes hours of a core: one run must fit
+    a working session), measured alike; 'smollm2' names both in --tasks and --arms."""
+    def value(flags, flag):
+        return flags[len(flags) - 1 - flags[::-1].index(flag) + 1]
+
+    unadapted, adapted = (study_module.task_flags(arm, 1, "default", False, 1)
+                          for arm in ("smollm2-unadapted", "smollm2-none"))
+    assert value(unadapted, "--adapt") == "false" and value(unadapted, "--downstream_models") == "unadapted"
+    assert "--adapt" not in adapted and value(adapted, "--measure_unadapted") == "false"
+    assert value(adapted, "--downstream_models") == "adapted" and value(adapted, "--max_steps") == "40"
+    for flag in ("--bpb_sentences", "--per_device_batch_size", "--model", "--seed", "--downstream_seeds"):
+        assert value(unadapted, flag) == value(adapted, flag)
+    assert study_module.current_protocol("default", "smollm2-unadapted") == \
+        study_module.current_protocol("default", "smollm2-none")
+    assert study_module._parse_tasks("smollm2:2,mean:1", None) == [("smollm2-unadapted", 2), ("smollm2-none", 2),
+                                                                    ("mean", 1)]
+    results = {"unadapted": {"urdu": {"bits_per_byte": 1.0, "fertility": 1.0, "single_character_word_share": 0.0,
+                                      "unknown_share": 0.0, "tokens_per_byte": 0.3}},
+               "steps": 0, "new_tokens": 0, "train_seconds": 0.0, "curve": [], "downstream": None}
+    assert study_module.record("smollm2-unadapted", results, "unadapted", {"seed": 1})["arm"] == "smollm2-unadapted"
 
 
 def test_redo_downstream_follows_the_order_of_tasks(tmp_path, monkeypatch):
@@ -342,7 +366,7 @@ def test_a_cut_off_run_is_resumed_with_the_flags_it_began_with(tmp_path):
     """The study counts the attempts of each run beside its folder: a second attempt with the same flags, whose
     folder the first left behind, continues it (--resume instead of --overwrite_output_dir); other flags, or no
     folder, start afresh. Every run checkpoints its fine-tunes, so a resumed run loses at most 50 steps."""
-    flags = study_module.task_flags("smollm2", 1, "default", False, 1)
+    flags = study_module.task_flags("smollm2-none", 1, "default", False, 1)
     assert flags.count("--overwrite_output_dir") == 1 and "--resume" not in flags
     assert flags[flags.index("--downstream_save_steps") + 1] == "50"
     out = tmp_path / "smollm2" / "seed-1"
@@ -352,7 +376,7 @@ def test_a_cut_off_run_is_resumed_with_the_flags_it_began_with(tmp_path):
     out.mkdir()
     assert study_module.start_attempt(out, flags) == 2
     assert study_module.start_attempt(out, flags) == 3
-    assert study_module.start_attempt(out, study_module.task_flags("smollm2", 1, "quick", False, 1)) == 1
+    assert study_module.start_attempt(out, study_module.task_flags("smollm2-none", 1, "quick", False, 1)) == 1
     # ... and the record of a resumed run says so (its times are the last attempt's).
     results = {"unadapted": {"urdu": {"bits_per_byte": 1.0, "fertility": 1.0, "single_character_word_share": 0.0,
                                       "unknown_share": 0.0, "tokens_per_byte": 0.3}},

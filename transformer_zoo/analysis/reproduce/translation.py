@@ -337,6 +337,8 @@ def run_translation(settings: TranslationSettings, seeds: Sequence[int], progres
     if settings.jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {settings.jobs}.")
     check_device(settings.device)
+    if settings.train_only not in (None, "defaults", "table3"):
+        raise ValueError(f"train_only takes 'defaults' or 'table3', got {settings.train_only!r}.")
     if (settings.resume or settings.report_only) and not (settings.partial_file or settings.previous_report):
         raise ValueError("resume and report_only need the finished runs: a partial_file or a previous_report.")
     # The default models first, then the table-3 base (its dev BLEU says early whether the budget is right), then
@@ -346,6 +348,8 @@ def run_translation(settings: TranslationSettings, seeds: Sequence[int], progres
               if row in rows for seed in seeds]
     done = finished_runs(settings, tasks) if (settings.resume or settings.report_only) else {}
     todo = [] if settings.report_only else [task for task in tasks if task not in done]
+    if settings.train_only:
+        todo = [task for task in todo if (task[0] == "default") == (settings.train_only == "defaults")]
     if done:
         logger.warning(f"translation: {len(done)} of {len(tasks)} runs already finished; "
                        + ("reporting them" if settings.report_only else f"running the other {len(todo)}"))

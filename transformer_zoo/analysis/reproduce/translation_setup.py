@@ -91,6 +91,10 @@ class TranslationSettings:
     resume: bool = False  # reuse the finished runs in partial_file (and `previous_report`) whose settings match
     previous_report: str | None = None  # a translation.json whose matching runs count as finished (with resume)
     report_only: bool = False  # train nothing: report what is finished, marking what is missing
+    # Train only these runs this time ("defaults": the language pairs' default models; "table3": the rows); the report
+    # still covers every run, marking the others missing. A default model too long for one sitting (Urdu-English
+    # takes ~10 h of a core) need not hold a worker while table 3's hour-long runs finish and are kept.
+    train_only: str | None = None
     # A run in progress writes its whole training state here every `snapshot_every` steps, so a study stopped
     # mid-run continues that run from its last snapshot (translation.training.train_translation); None: no snapshots.
     snapshot_dir: str | None = None
