@@ -356,14 +356,11 @@ def _retrieval_margins() -> str:
 
 
 def _against_retrieval(pair: dict) -> str:
-    """How a translator's test scores stand against retrieval, by the study's own margins (CHRF_MARGIN,
-    BLEU_MARGIN in transformer_zoo.analysis.reproduce.translation)."""
-    from transformer_zoo.analysis.reproduce.translation import BLEU_MARGIN, CHRF_MARGIN
+    """How a translator's test scores stand against its baselines (retrieval is the better one on every pair here),
+    by the study's own rule and margins."""
+    from transformer_zoo.analysis.reproduce.translation import against_baselines
 
-    chrf, bleu = pair["test_chrf"] - pair["retrieval_chrf"], pair["test_bleu"] - pair["retrieval_bleu"]
-    if chrf > CHRF_MARGIN and bleu > BLEU_MARGIN:
-        return "clear"
-    return "below" if chrf <= 0 or bleu <= 0 else "level"
+    return against_baselines(pair)
 
 
 def _urdu_translation_rows(record: dict) -> list[tuple[str, str, str]]:
@@ -563,6 +560,7 @@ def _speed_not_met(result_file: str) -> str:
 
 def _translation_table() -> str:
     record = json.loads((DOCS / "reproduce" / "translation.json").read_text())
+    from transformer_zoo.analysis.reproduce.translation import earlier_budget_row
     from transformer_zoo.analysis.reproduce.translation_setup import LANGUAGE_PAIRS
 
     lines = ["| pair | test sentences | model BLEU | model chrF | retrieval BLEU / chrF | copy BLEU / chrF | training |",
@@ -575,8 +573,7 @@ def _translation_table() -> str:
             lines.append(f"| {LANGUAGE_PAIRS.get(name, name)}, {epochs:g} epochs | — | not finished yet | | | | |")
         runs = [record["pairs"][name]] if name in record["pairs"] else []
         # The budgets a pair was trained at before its budget was raised stay in the table, labelled.
-        runs += [dict(run, language_pair=f"{run['language_pair']}, {run['epochs']:g} epochs (an earlier budget)")
-                 for run in reversed(budgets.get(name, []))]
+        runs += [earlier_budget_row(run) for run in reversed(budgets.get(name, []))]
         for pair in runs:
             clear = _against_retrieval(pair) == "clear"
             bleu, chrf = (f"**{pair['test_bleu']:.2f}**", f"**{pair['test_chrf']:.2f}**") if clear else (

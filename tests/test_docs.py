@@ -160,7 +160,7 @@ def test_the_urdu_row_compares_controls_within_their_precision_group():
 def test_the_urdu_translators_rows_lead_with_chrf_and_say_when_retrieval_wins():
     pair = lambda chrf, bleu, epochs=12.0: {"language_pair": "Urdu-English (hadith + Quran)", "epochs": epochs,
                                             "test_chrf": chrf, "test_bleu": bleu, "retrieval_chrf": 39.94,
-                                            "retrieval_bleu": 19.45}
+                                            "retrieval_bleu": 19.45, "copy_chrf": 0.84, "copy_bleu": 0.01}
     settings = {"pairs": ["bible-en-es", "urdu-translation-ur-en"],
                 "pair_overrides": {"urdu-translation-ur-en": {"epochs": 18.0}}}
     record = lambda pairs, budgets=None: {"settings": settings, "pairs": pairs, "shorter_budgets": budgets or {}}

@@ -212,6 +212,14 @@ def test_table3_claims_follow_the_numbers():
     assert not rp.default_model_claims({"x": dict(pairs["x"], test_bleu=16.5)})[0]["held"]  # not by a clear margin
     assert not rp.default_model_claims({"x": dict(pairs["x"], test_chrf=41.0)})[0]["held"]  # chrF counts too
     assert not rp.default_model_claims({"x": dict(pairs["x"], copy_chrf=44.0)})[0]["held"]  # and copying
+    # The docs' tables use the same rule: clear, level (past both baselines, not by both margins) or below.
+    from transformer_zoo.analysis.reproduce.translation import against_baselines
+
+    assert against_baselines(pairs["x"]) == "clear"
+    assert against_baselines(dict(pairs["x"], test_bleu=16.5)) == "level"
+    assert against_baselines(dict(pairs["x"], copy_chrf=44.0)) == "level"  # the better baseline, whichever it is
+    assert against_baselines(dict(pairs["x"], test_chrf=39.0)) == "below"
+    assert against_baselines(dict(pairs["x"], copy_bleu=20.0)) == "below"
 
 
 def test_table3_claims_wait_for_missing_rows_and_show_every_criterion_version(monkeypatch):
