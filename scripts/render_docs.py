@@ -377,7 +377,7 @@ def _urdu_translation_rows(record: dict) -> list[tuple[str, str, str]]:
         elif budgets.get(name):
             pair = budgets[name][-1]
             epochs = record["settings"]["pair_overrides"][name]["epochs"]
-            note = f"; training continues to {epochs:g} epochs"
+            note = f"; its {epochs:g}-epoch run is not finished"
         else:
             continue
         standing = {"clear": "", "level": f"; **not clear of retrieval** (margins {_retrieval_margins()})",
@@ -387,6 +387,27 @@ def _urdu_translation_rows(record: dict) -> list[tuple[str, str, str]]:
                      f"{pair['retrieval_chrf']:.2f} / {pair['retrieval_bleu']:.2f})" + standing + note,
                      "reproduce/translation.md"))
     return rows
+
+
+def _table3_row(record: dict) -> tuple[str, str, str]:
+    """Table 3 on the front page: the base's dev BLEU (the budget check), how many of its runs are finished, and the
+    claims decided so far (a claim waits until every row it compares has its runs)."""
+    base = record["summary"]["base"]["dev_bleu"]
+    rows = record["table3_rows"]
+    finished = sum(len(record["summary"][row]["dev_bleu"]) for row in rows)
+    seeds = len(record["seeds"])
+    decided = [claim for claim in record["table3_claims"] if claim["key"] != "base" and claim["held"] is not None]
+    waiting = len(record["table3_claims"]) - 1 - len(decided)
+    result = (f"base dev BLEU **{_mean_std_text(base)}** ({len(base)} seeds; the rows need at least 20); "
+              f"{finished} of {len(rows) * seeds} runs finished, "
+              + (f"{sum(c['held'] for c in decided)} of {len(decided)} decided claims held, " if decided else "")
+              + (f"{waiting} claims waiting for their rows" if waiting != 1 else "1 claim waiting for its rows"))
+    return (f"Vaswani et al.'s Table 3 (heads, d_k, size, dropout, smoothing, positions) on Bible en-es, {seeds} "
+            "seeds a row", result, "reproduce/translation.md")
+
+
+def _mean_std_text(values: list[float]) -> str:
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}" if len(values) > 1 else f"{values[0]:.2f}"
 
 
 def render_results() -> str:
@@ -414,6 +435,7 @@ def render_results() -> str:
          (f"test BLEU **{translation['test_bleu']:.2f}**, chrF {translation['test_chrf']:.2f} "
          f"(nearest-training-pair retrieval {translation['retrieval_bleu']:.2f} BLEU)"), "reproduce/translation.md"),
         *_urdu_translation_rows(translation_record),
+        _table3_row(translation_record),
         ("Urdu adaptation of all-MiniLM-L6-v2 (default arm), downstream accuracy over 3 seeds",
          (f"**{mean_std(default_arm['downstream_accuracy'])}** against {mean_std(unadapted['downstream_accuracy'])} "
          f"unadapted" + _equal_text_clause(study) + _fp32_control_clause(study)), "urdu/study.md"),

@@ -175,7 +175,19 @@ def test_the_urdu_translators_rows_lead_with_chrf_and_say_when_retrieval_wins():
     # Still training at a raised budget: the last finished budget stands on the front page, and says so.
     training = render_docs._urdu_translation_rows(record({}, {"urdu-translation-ur-en": [pair(27.3, 11.5, 2.0),
                                                                                          pair(40.82, 19.48)]}))
-    assert training[0][0].endswith("12 epochs on CPU") and training[0][1].endswith("training continues to 18 epochs")
+    assert training[0][0].endswith("12 epochs on CPU") and training[0][1].endswith("its 18-epoch run is not finished")
+
+
+def test_the_table3_row_counts_finished_runs_and_decided_claims():
+    empty = {"dev_bleu": []}
+    record = {"seeds": [0, 1], "table3_rows": ["base", "heads_1", "heads_8"],
+              "summary": {"base": {"dev_bleu": [25.0, 26.0]}, "heads_1": {"dev_bleu": [20.0]}, "heads_8": empty},
+              "table3_claims": [{"key": "base", "held": True}, {"key": "A1", "held": False},
+                                {"key": "A2", "held": None}, {"key": "B", "held": True}]}
+    what, result, link = render_docs._table3_row(record)
+    assert what.endswith("Bible en-es, 2 seeds a row") and link == "reproduce/translation.md"
+    assert result == ("base dev BLEU **25.50 ± 0.71** (2 seeds; the rows need at least 20); 3 of 6 runs finished, "
+                      "1 of 2 decided claims held, 1 claim waiting for its rows")
 
 
 def test_the_site_builds_with_strict_link_and_anchor_checks(tmp_path):
