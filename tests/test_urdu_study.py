@@ -213,6 +213,10 @@ def test_the_decoder_arms_are_two_runs_each_with_one_fine_tune(tmp_path):
     assert value(unadapted, "--adapt") == "false" and value(unadapted, "--downstream_models") == "unadapted"
     assert "--adapt" not in adapted and value(adapted, "--measure_unadapted") == "false"
     assert value(adapted, "--downstream_models") == "adapted" and value(adapted, "--max_steps") == "40"
+    # Every adapting arm names its mode: the recipe's default (LoRA since the decoder's first run) must not decide it.
+    for arm in study_module.ARMS:
+        flags = study_module.task_flags(arm, 1, "default", False, 1)
+        assert "--mode" in flags or value(flags, "--adapt") == "false", arm
     for flag in ("--bpb_sentences", "--per_device_batch_size", "--model", "--seed", "--downstream_seeds"):
         assert value(unadapted, flag) == value(adapted, flag)
     assert study_module.current_protocol("default", "smollm2-unadapted") == \
