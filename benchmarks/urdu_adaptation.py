@@ -163,7 +163,8 @@ STUDY_SAVE_STEPS = ["--downstream_save_steps", "50"]
 # A --quick study checks the pipeline, not convergence: at most two downstream epochs instead of the study's eight (its
 # end-to-end test runs eight downstream fine-tunes, and at eight epochs that test was the longest in the suite).
 QUICK_DOWNSTREAM = ["--downstream_epochs", "2", "--downstream_patience", "2"]
-QUICK_SMOLLM2 = ["--max_steps", "2", "--eval_steps", "1", "--bpb_sentences", "3", "--per_device_batch_size", "2"]
+QUICK_SMOLLM2_MEASURES = ["--bpb_sentences", "3", "--per_device_batch_size", "2"]
+QUICK_SMOLLM2_TRAINING = ["--max_steps", "2", "--eval_steps", "1"]
 
 
 def task_flags(arm: str, seed: int, budget: str, english_task: bool, threads: int) -> list[str]:
@@ -180,7 +181,7 @@ def task_flags(arm: str, seed: int, budget: str, english_task: bool, threads: in
     flags += ARMS[arm]
     decoder = arm.startswith("smollm2")
     if decoder and budget == "quick":
-        flags += QUICK_SMOLLM2 if arm == "smollm2-none" else QUICK_SMOLLM2[-4:]  # (the unadapted one trains nothing)
+        flags += (QUICK_SMOLLM2_TRAINING if arm == "smollm2-none" else []) + QUICK_SMOLLM2_MEASURES
     if arm in UNADAPTED_MODEL_ARMS:
         flags += ["--downstream_models", "unadapted"]
     else:
@@ -248,7 +249,7 @@ def redo_task(entry: dict, budget: str, threads: int, work: Path, english_task: 
     return record(arm, results, "unadapted" if arm in UNADAPTED_MODEL_ARMS else "adapted", common)
 
 
-def run_task(arm: str, seed: int, budget: str, english_task: bool, threads: int, work: Path) -> list[dict]:
+def run_task(arm: str, seed: int, budget: str, english_task: bool, threads: int, work: Path) -> dict:
     """One recipe run and its record."""
     out = work / arm / f"seed-{seed}"
     flags = task_flags(arm, seed, budget, english_task, threads)
@@ -273,7 +274,7 @@ def run_task(arm: str, seed: int, budget: str, english_task: bool, threads: int,
               "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1), "threads": threads}
     if attempts > 1:  # the times above are the last attempt's; the fine-tunes' own train_seconds span all of them
         common["attempts"] = attempts
-    return [record(arm, results, "unadapted" if arm in UNADAPTED_MODEL_ARMS else "adapted", common)]
+    return record(arm, results, "unadapted" if arm in UNADAPTED_MODEL_ARMS else "adapted", common)
 
 
 def start_attempt(out: Path, flags: list[str]) -> int:
@@ -460,10 +461,14 @@ def write_outputs(records: list[dict], folder: Path, setup: dict) -> dict:
     return study
 
 
+def _arms_named(name: str) -> tuple[str, ...]:
+    """The arms a name in --arms or --tasks stands for: itself, or an alias's arms."""
+    return ARM_ALIASES.get(name.strip(), (name.strip(),))
+
+
 def _parse_tasks(text: str, parser) -> list[tuple[str, int]]:
     try:
-        wanted = [(arm, int(part.split(":")[1])) for part in text.split(",")
-                  for arm in ARM_ALIASES.get(part.split(":")[0].strip(), (part.split(":")[0].strip(),))]
+        wanted = [(arm, int(part.split(":")[1])) for part in text.split(",") for arm in _arms_named(part.split(":")[0])]
     except (IndexError, ValueError):
         parser.error(f"--tasks takes arm:seed pairs, got {text!r}")
     bad = [arm for arm, _ in wanted if arm not in ARMS and arm not in VARIANT_ARMS]
@@ -545,7 +550,7 @@ def main(argv=None) -> dict:
                         "recipe's current one, on the models those runs saved in --work-dir (the adaptation is not "
                         "repeated), then rebuild the outputs; --tasks limits it to those runs")
     args = parser.parse_args(argv)
-    arms = [arm for a in args.arms.split(",") if a.strip() for arm in ARM_ALIASES.get(a.strip(), (a.strip(),))]
+    arms = [arm for name in args.arms.split(",") if name.strip() for arm in _arms_named(name)]
     unknown = [a for a in arms if a not in ARMS and a not in VARIANT_ARMS]
     if unknown:
         parser.error(f"unknown arm(s) {', '.join(unknown)}; choose from {', '.join([*ARMS, *VARIANT_ARMS])}")
@@ -596,7 +601,7 @@ def main(argv=None) -> dict:
         arm, seed = task
         started = time.perf_counter()
         try:
-            new = run_task(arm, seed, budget_name, arm in english, threads, work)
+            new = [run_task(arm, seed, budget_name, arm in english, threads, work)]
         except RuntimeError as error:  # one failed run must not stop the others; it is reported at the end
             failures.append(str(error))
             print(f"FAILED: {error}", flush=True)

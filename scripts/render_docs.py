@@ -355,18 +355,12 @@ def _retrieval_margins() -> str:
     return f"{CHRF_MARGIN:g} chrF, {BLEU_MARGIN:g} BLEU"
 
 
-def _against_retrieval(pair: dict) -> str:
-    """How a translator's test scores stand against its baselines (retrieval is the better one on every pair here),
-    by the study's own rule and margins."""
-    from transformer_zoo.analysis.reproduce.translation import against_baselines
-
-    return against_baselines(pair)
-
-
 def _urdu_translation_rows(record: dict) -> list[tuple[str, str, str]]:
     """A row per Urdu translator in the committed report, chrF first (the primary score for Urdu), against retrieval,
     and said plainly when it does not clear it; a pair still training at a raised budget shows its last finished
     budget, and says so."""
+    from transformer_zoo.analysis.reproduce.translation import against_baselines
+
     rows = []
     budgets = record.get("shorter_budgets") or {}
     for name in record["settings"]["pairs"]:
@@ -381,7 +375,7 @@ def _urdu_translation_rows(record: dict) -> list[tuple[str, str, str]]:
         else:
             continue
         standing = {"clear": "", "level": f"; **not clear of retrieval** (margins {_retrieval_margins()})",
-                    "below": "; **below retrieval**"}[_against_retrieval(pair)]
+                    "below": "; **below retrieval**"}[against_baselines(pair)]
         rows.append((f"The same Transformer, {pair['language_pair']}, {pair['epochs']:g} epochs on CPU",
                      f"test chrF **{pair['test_chrf']:.2f}**, BLEU {pair['test_bleu']:.2f} (retrieval "
                      f"{pair['retrieval_chrf']:.2f} / {pair['retrieval_bleu']:.2f})" + standing + note,
@@ -392,22 +386,21 @@ def _urdu_translation_rows(record: dict) -> list[tuple[str, str, str]]:
 def _table3_row(record: dict) -> tuple[str, str, str]:
     """Table 3 on the front page: the base's dev BLEU (the budget check), how many of its runs are finished, and the
     claims decided so far (a claim waits until every row it compares has its runs)."""
+    from transformer_zoo.analysis.reproduce.common import format_mean_std
+
     base = record["summary"]["base"]["dev_bleu"]
     rows = record["table3_rows"]
     finished = sum(len(record["summary"][row]["dev_bleu"]) for row in rows)
     seeds = len(record["seeds"])
     decided = [claim for claim in record["table3_claims"] if claim["key"] != "base" and claim["held"] is not None]
     waiting = len(record["table3_claims"]) - 1 - len(decided)
-    result = (f"base dev BLEU **{_mean_std_text(base)}** ({len(base)} seeds; the rows need at least 20); "
+    shown = format_mean_std(base, 2) if len(base) > 1 else f"{base[0]:.2f}"  # (one seed has no spread to show)
+    result = (f"base dev BLEU **{shown}** ({len(base)} seeds; the rows need at least 20); "
               f"{finished} of {len(rows) * seeds} runs finished, "
               + (f"{sum(c['held'] for c in decided)} of {len(decided)} decided claims held, " if decided else "")
               + (f"{waiting} claims waiting for their rows" if waiting != 1 else "1 claim waiting for its rows"))
     return (f"Vaswani et al.'s Table 3 (heads, d_k, size, dropout, smoothing, positions) on Bible en-es, {seeds} "
             "seeds a row", result, "reproduce/translation.md")
-
-
-def _mean_std_text(values: list[float]) -> str:
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}" if len(values) > 1 else f"{values[0]:.2f}"
 
 
 def render_results() -> str:
@@ -582,7 +575,7 @@ def _speed_not_met(result_file: str) -> str:
 
 def _translation_table() -> str:
     record = json.loads((DOCS / "reproduce" / "translation.json").read_text())
-    from transformer_zoo.analysis.reproduce.translation import earlier_budget_row
+    from transformer_zoo.analysis.reproduce.translation import against_baselines, earlier_budget_row
     from transformer_zoo.analysis.reproduce.translation_setup import LANGUAGE_PAIRS
 
     lines = ["| pair | test sentences | model BLEU | model chrF | retrieval BLEU / chrF | copy BLEU / chrF | training |",
@@ -597,7 +590,7 @@ def _translation_table() -> str:
         # The budgets a pair was trained at before its budget was raised stay in the table, labelled.
         runs += [earlier_budget_row(run) for run in reversed(budgets.get(name, []))]
         for pair in runs:
-            clear = _against_retrieval(pair) == "clear"
+            clear = against_baselines(pair) == "clear"
             bleu, chrf = (f"**{pair['test_bleu']:.2f}**", f"**{pair['test_chrf']:.2f}**") if clear else (
                 f"{pair['test_bleu']:.2f}", f"{pair['test_chrf']:.2f}")  # bold only where it clears retrieval
             sentences = pair.get("test_sentences")
@@ -659,6 +652,8 @@ def _max_length_study() -> str:
 
 def _translation_notes() -> str:
     """What the default models' numbers say, from docs/reproduce/translation.json and the step-time measurement."""
+    from transformer_zoo.analysis.reproduce.translation import against_baselines
+
     record = json.loads((DOCS / "reproduce" / "translation.json").read_text())
     timing = json.loads((ROOT / "benchmarks" / "results" / "translation_step_time_cpu.json").read_text())
     threads = {row["threads"]: row for row in timing["rows"]}
@@ -678,7 +673,7 @@ def _translation_notes() -> str:
         after = [e for e in pair["dev_evaluations"] if e.get("averaged", 0) > 1]
         margin_bleu = pair["test_bleu"] - pair["retrieval_bleu"]
         margin_chrf = pair["test_chrf"] - pair["retrieval_chrf"]
-        standing = _against_retrieval(pair)
+        standing = against_baselines(pair)
         if standing == "clear":
             head = (f"- **{pair['language_pair']}** beats the retrieval baseline by {margin_bleu:.1f} BLEU and "
                     f"{margin_chrf:.1f} chrF")

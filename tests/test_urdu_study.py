@@ -202,7 +202,7 @@ def test_a_decoder_run_without_its_downstream_check_is_run_again_and_superseded(
     assert study_module.summarise(latest, "mean")["smollm2-none"]["bpb_urdu"] == 1.7
 
 
-def test_the_decoder_arms_are_two_runs_each_with_one_fine_tune(tmp_path):
+def test_the_decoder_arms_are_two_runs_each_with_one_fine_tune():
     """The unadapted and the adapted decoder are separate runs (each fine-tune takes hours of a core: one run must fit
     a working session), measured alike; 'smollm2' names both in --tasks and --arms."""
     def value(flags, flag):
