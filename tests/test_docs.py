@@ -2,6 +2,7 @@
 namespace per page, blocks in order, in a temporary folder), every command in a shell block names a script, config
 file and flags that exist, the generated pages are up to date, and the site builds with strict link checking."""
 
+import json
 import os
 import re
 import shlex
@@ -14,6 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import render_docs  # scripts/ is not a package
+from docgen import reference, results
+from docgen.tutorials import FIGURE_LINK, run_page
 
 # Run artefacts kept as evidence (the committed runs' model cards, mkdocs.yml's exclude_docs) are not pages: their
 # usage snippets name the Hub repository the card was written for.
@@ -31,8 +34,8 @@ def _page_id(page: Path) -> str:
 def test_every_python_block_of_the_page_runs(page, tmp_path):
     # In a fresh folder (a block that saves a model writes there) linked to docs/ and benchmarks/ (a block that
     # reads a committed result reads it as from the repository root).
-    render_docs.run_page(page, tmp_path)
-    for figure in render_docs.FIGURE_LINK.findall(page.read_text(encoding="utf-8")):
+    run_page(page, tmp_path)
+    for figure in FIGURE_LINK.findall(page.read_text(encoding="utf-8")):
         assert (tmp_path / figure).is_file(), f"{page.name} shows figures/{figure} but did not draw it"
         assert (ROOT / "docs" / "tutorials" / "figures" / figure).is_file(), f"figures/{figure} is not committed"
 
@@ -40,7 +43,7 @@ def test_every_python_block_of_the_page_runs(page, tmp_path):
 def test_every_tutorial_draws_a_figure():
     tutorials = sorted((ROOT / "docs" / "tutorials").glob("[0-9][0-9]-*.md"))
     assert len(tutorials) >= 10
-    assert [page.name for page in tutorials if not render_docs.FIGURE_LINK.search(page.read_text())] == []
+    assert [page.name for page in tutorials if not FIGURE_LINK.search(page.read_text())] == []
 
 
 INLINE_COMMAND = re.compile(r"`((?:python|accelerate\s+launch|bash)\s[^`]+)`")
@@ -88,9 +91,9 @@ _PARSERS: dict[str, set[str]] = {}
 
 def _known_flags(script: str) -> set[str]:
     if script not in _PARSERS:
-        command = next((cmd for cmd in render_docs.COMMANDS if cmd.endswith(script)), None)
-        target = render_docs.COMMANDS[command] if command else script
-        parser = render_docs.command_parser(target)
+        command = next((cmd for cmd in reference.COMMANDS if cmd.endswith(script)), None)
+        target = reference.COMMANDS[command] if command else script
+        parser = reference.command_parser(target)
         _PARSERS[script] = {option for action in parser._actions for option in action.option_strings}
     return _PARSERS[script]
 
@@ -136,10 +139,10 @@ def test_the_generated_pages_are_up_to_date():
 
 
 def test_the_results_table_quotes_the_committed_files():
-    table = render_docs.render_results()
+    table = results.render_results()
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert table.replace("LINK/", "docs/") in readme
-    translation = render_docs.json.loads((ROOT / "docs/reproduce/translation.json").read_text())
+    translation = json.loads((ROOT / "docs/reproduce/translation.json").read_text())
     assert f"{translation['pairs']['bible-en-es']['test_bleu']:.2f}" in table
 
 
@@ -148,13 +151,13 @@ def test_the_urdu_row_compares_controls_within_their_precision_group():
     bf16 headline, and says nothing of a control until it has run."""
     accuracy = lambda mean, std: {"downstream_accuracy": {"mean": mean, "std": std, "runs": [mean] * 3}}
     study = {"default_arm": "lora", "lora-fp32": accuracy(0.691, 0.023), "from-scratch": accuracy(0.436, 0.194)}
-    clause = render_docs._fp32_control_clause(study)
+    clause = results.fp32_control_clause(study)
     assert clause == ("; checked in fp32, the same encoder from scratch on the same text 0.436 ± 0.194 against the "
                       "default arm's 0.691 ± 0.023")
     study["translate-test"] = accuracy(0.8, 0.01)
-    assert "translate-test 0.800 ± 0.010 against" in render_docs._fp32_control_clause(study)
-    assert render_docs._fp32_control_clause({"default_arm": "lora", "from-scratch": accuracy(0.4, 0.1)}) == ""
-    assert render_docs._fp32_control_clause({"default_arm": "lora", "lora-fp32": accuracy(0.7, 0.0)}) == ""
+    assert "translate-test 0.800 ± 0.010 against" in results.fp32_control_clause(study)
+    assert results.fp32_control_clause({"default_arm": "lora", "from-scratch": accuracy(0.4, 0.1)}) == ""
+    assert results.fp32_control_clause({"default_arm": "lora", "lora-fp32": accuracy(0.7, 0.0)}) == ""
 
 
 def test_the_urdu_translators_rows_lead_with_chrf_and_say_when_retrieval_wins():
@@ -164,16 +167,16 @@ def test_the_urdu_translators_rows_lead_with_chrf_and_say_when_retrieval_wins():
     settings = {"pairs": ["bible-en-es", "urdu-translation-ur-en"],
                 "pair_overrides": {"urdu-translation-ur-en": {"epochs": 18.0}}}
     record = lambda pairs, budgets=None: {"settings": settings, "pairs": pairs, "shorter_budgets": budgets or {}}
-    rows = render_docs._urdu_translation_rows(record({"bible-en-es": pair(60.0, 30.0),
+    rows = results.urdu_translation_rows(record({"bible-en-es": pair(60.0, 30.0),
                                                       "urdu-translation-ur-en": pair(43.1, 21.0)}))
     assert rows == [("The same Transformer, Urdu-English (hadith + Quran), 12 epochs on CPU",
                      "test chrF **43.10**, BLEU 21.00 (retrieval 39.94 / 19.45)", "reproduce/translation.md")]
-    below = render_docs._urdu_translation_rows(record({"urdu-translation-ur-en": pair(41.0, 19.0)}))
+    below = results.urdu_translation_rows(record({"urdu-translation-ur-en": pair(41.0, 19.0)}))
     assert below[0][1].endswith("; **below retrieval**")  # a loss on either score is said on the front page
-    level = render_docs._urdu_translation_rows(record({"urdu-translation-ur-en": pair(40.82, 19.48)}))
+    level = results.urdu_translation_rows(record({"urdu-translation-ur-en": pair(40.82, 19.48)}))
     assert "**not clear of retrieval** (margins 2 chrF, 1 BLEU)" in level[0][1]  # above, but within the margins
     # Still training at a raised budget: the last finished budget stands on the front page, and says so.
-    training = render_docs._urdu_translation_rows(record({}, {"urdu-translation-ur-en": [pair(27.3, 11.5, 2.0),
+    training = results.urdu_translation_rows(record({}, {"urdu-translation-ur-en": [pair(27.3, 11.5, 2.0),
                                                                                          pair(40.82, 19.48)]}))
     assert training[0][0].endswith("12 epochs on CPU") and training[0][1].endswith("its 18-epoch run is not finished")
 
@@ -184,7 +187,7 @@ def test_the_table3_row_counts_finished_runs_and_decided_claims():
               "summary": {"base": {"dev_bleu": [25.0, 26.0]}, "heads_1": {"dev_bleu": [20.0]}, "heads_8": empty},
               "table3_claims": [{"key": "base", "held": True}, {"key": "A1", "held": False},
                                 {"key": "A2", "held": None}, {"key": "B", "held": True}]}
-    what, result, link = render_docs._table3_row(record)
+    what, result, link = results.table3_row(record)
     assert what.endswith("Bible en-es, 2 seeds a row") and link == "reproduce/translation.md"
     assert result == ("base dev BLEU **25.50 ± 0.71** (2 seeds; the rows need at least 20); 3 of 6 runs finished, "
                       "1 of 2 decided claims held, 1 claim waiting for its rows")
@@ -202,7 +205,7 @@ def test_the_site_builds_with_strict_link_and_anchor_checks(tmp_path):
 def test_the_api_reference_lists_every_public_module():
     pages = "".join((ROOT / "docs" / "reference" / "api").joinpath(name).read_text() for name in
                     os.listdir(ROOT / "docs" / "reference" / "api"))
-    missing = [module for module in render_docs.public_modules() if f"::: {module}\n" not in pages]
+    missing = [module for module in reference.public_modules() if f"::: {module}\n" not in pages]
     assert missing == []
 
 
