@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import threading
@@ -53,97 +52,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's transformer_zoo (the verdicts and the recipe's defaults come from it)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from urdu_adaptation_report import markdown, plots  # noqa: E402  (study.md and the plots)
+from urdu_study_arms import (ARM_ALIASES, ARMS, UNADAPTED_MODEL_ARMS, VARIANT_ARMS,  # noqa: E402  (the arms)
+                             arm_precision)
+from urdu_study_summary import latest_records, recipe_default_arm, summarise  # noqa: E402  (study.json)
 
-# The translation experiment's Urdu-to-English model (python scripts/reproduce.py --experiment translation
-# --save-models outputs/translation-models), for translate-test.
-TRANSLATOR = "outputs/translation-models/urdu-translation-ur-en"
-# Continued pretraining of every weight at the rate the committed study used (the recipe's default is LoRA).
-FULL = ["--mode", "full", "--learning_rate", "5e-4"]
-SMOLLM2_MEASURES = ["--per_device_batch_size", "8", "--bpb_sentences", "40"]
-ARMS = {
-    "unadapted": ["--adapt", "false"],
-    "none": ["--extend_vocab", "false", *FULL],
-    "random": ["--extend_vocab", "true", "--embedding_init", "random", *FULL],
-    "mean": ["--extend_vocab", "true", "--embedding_init", "mean", *FULL],
-    "focus": ["--extend_vocab", "true", "--embedding_init", "focus", *FULL],
-    "trans-tokenization": ["--extend_vocab", "true", "--embedding_init", "trans-tokenization", *FULL],
-    "lora": ["--extend_vocab", "true", "--embedding_init", "mean", "--mode", "lora", "--learning_rate", "1e-3"],
-    # The same architecture and extended tokenizer as the adapted arms, random weights, the same Urdu text and steps.
-    "from-scratch": ["--from_scratch", "true", "--extend_vocab", "true", *FULL],
-    # The English model on the Urdu test paragraphs translated by our own ur->en model (never trained on them).
-    "translate-test": ["--adapt", "false", "--downstream_translate_test", TRANSLATOR],
-    # The decoder, unadapted and adapted, as two runs: each has its own downstream fine-tune (about 1.5 h of one core
-    # here), so that each fits a working session, and the two can run side by side. Both measure bits per byte on the
-    # same 40 held-out sentences, in batches of 8. The adapted one trains every weight at 1e-4, as its committed run
-    # did: like every arm, it names its mode rather than take the recipe's default (which became LoRA after that run
-    # and silently turned this arm into LoRA at a full-training rate: 2.607 Urdu bits per byte against 1.837).
-    "smollm2-unadapted": ["--model", "smollm2", "--adapt", "false", *SMOLLM2_MEASURES],
-    "smollm2-none": ["--model", "smollm2", "--extend_vocab", "false", "--mode", "full", "--max_steps", "40",
-                     "--eval_steps", "10", "--save_steps", "none", "--learning_rate", "1e-4", *SMOLLM2_MEASURES],
-}
-# Names that stand for several arms in --arms and --tasks.
-ARM_ALIASES = {"smollm2": ("smollm2-unadapted", "smollm2-none")}
-ENCODER_ARMS = ["unadapted", "none", "random", "mean", "focus", "trans-tokenization", "lora", "from-scratch",
-                "translate-test"]
-# Variants: a base arm's run with other downstream flags, compared within their own group (below).
-# The equal-text control: the unadapted and the default arm fine-tuned on the first EQUAL_WORDS words of every
-# paragraph, with a token budget that covers them for both tokenizers (MiniLM spells Urdu at ~3.2 pieces a word, so
-# 20 words take ~64 of its tokens: 128 leaves room for long words; each run records how many paragraphs were still
-# cut), so both read the same text. The study's own check gives each 64 tokens: ~20 words for the unadapted model
-# against ~60 for the extended tokenizer.
-EQUAL_WORDS = 20
-EQUAL_TEXT = ["--downstream_max_words", str(EQUAL_WORDS), "--downstream_max_length", "128"]
-EQUAL_TEXT_ARMS = {"unadapted-equal-text": "unadapted", "lora-equal-text": "lora"}
-# The fp32 references: the unadapted and the default arm again, downstream in fp32 like every arm added after the
-# committed seven (see PRECISION below), so that the later arms are compared with references checked the same way.
-FP32_ARMS = {"unadapted-fp32": "unadapted", "lora-fp32": "lora"}
-VARIANT_ARMS = {**{arm: (base, EQUAL_TEXT) for arm, base in EQUAL_TEXT_ARMS.items()},
-                **{arm: (base, []) for arm, base in FP32_ARMS.items()}}
-# The downstream precision of each arm. The committed seven ran under bf16 autocast on a CPU that multiplies bf16
-# natively (AMX); this project's CPU changed between sessions to one without it, where a bf16 matmul of the
-# fine-tune's size takes 8x as long as fp32 (measured 196 against 24 ms, one thread), which would make the later arms
-# take days. They run in fp32, beside fp32 references (FP32_ARMS); bf16 against fp32 changed single-seed accuracies by
-# about one seed spread (docs/urdu/convergence-lora.md), so the two groups are compared within themselves only.
-BF16_ARMS = ("unadapted", "none", "random", "mean", "focus", "trans-tokenization", "lora")
-
-
-def arm_precision(arm: str, budget: str = "default") -> str:
-    """The arm's --downstream_mixed_precision value ("no": fp32). A --quick study checks the pipeline in fp32: on a
-    CPU without native bf16 its tiny fine-tunes would spend minutes in emulated bf16 kernels."""
-    return "bf16" if arm in BF16_ARMS and budget != "quick" else "no"
-
-
-def protocol_group(arm: str) -> str:
-    """Arms whose downstream checks must share one protocol: the committed seven (bf16), the equal-text control,
-    and the arms checked in fp32 (the fp32 references, from-scratch, translate-test, the decoder)."""
-    if arm in BF16_ARMS:
-        return "bf16"
-    return "equal-text" if arm in EQUAL_TEXT_ARMS else "fp32"
-
-
-# records of the unadapted model
-UNADAPTED_MODEL_ARMS = ("unadapted", "translate-test", "unadapted-equal-text", "unadapted-fp32",
-                        "smollm2-unadapted")
-CITATIONS = {
-    "unadapted": "the starting model",
-    "none": "continued pretraining only (Gururangan et al. 2020)",
-    "random": "transformers' default resizing (Hewitt 2021)",
-    "mean": "mean of old pieces (Gee et al. 2022)",
-    "focus": "FOCUS (Dobler & de Melo 2023)",
-    "trans-tokenization": "trans-tokenization (Remy et al. 2024), eflomal (Östling & Tiedemann 2016)",
-    "lora": "LoRA (Hu et al. 2022) + trainable new rows (PEFT trainable_token_indices)",
-    "from-scratch": "the same architecture and extended tokenizer from random weights, the same Urdu text and steps",
-    "translate-test": "the unadapted model fine-tuned on the English task, tested on the Urdu test paragraphs "
-                      "translated by our own Urdu-English model",
-    "unadapted-equal-text": f"the unadapted model, downstream on the first {EQUAL_WORDS} words of every paragraph",
-    "lora-equal-text": f"the default arm (lora), downstream on the first {EQUAL_WORDS} words of every paragraph",
-    "unadapted-fp32": "the starting model, downstream in fp32 (the reference of the fp32 arms)",
-    "lora-fp32": "the default arm (lora), downstream in fp32 (the reference of the fp32 arms)",
-    "smollm2-unadapted": "SmolLM2-135M-Instruct as it is (byte-level BPE)",
-    "smollm2-none": "SmolLM2-135M-Instruct, continued causal-LM pretraining of every weight, no new vocabulary",
-}
-RECORD_ORDER = [*BF16_ARMS, *FP32_ARMS, "from-scratch", "translate-test", *EQUAL_TEXT_ARMS, "smollm2-unadapted",
-                "smollm2-none"]
 QUICK = ["--max_train_paragraphs", "200", "--eval_paragraphs", "30", "--urdu_vocab_size", "600", "--max_steps", "4",
          "--eval_steps", "2", "--save_steps", "none", "--head_warmup_steps", "2", "--bpb_sentences", "4",
          "--curve_sentences", "3", "--downstream_train_examples", "36", "--downstream_validation_examples", "12",
@@ -316,133 +228,6 @@ def record(arm: str, results: dict, which: str, common: dict) -> dict:
             entry["downstream_sizes"] = check["sizes"]
             entry["downstream_protocol"] = check.get("protocol")  # None: a run from before protocols were recorded
     return entry
-
-
-def _mean_std(values: list[float]) -> dict:
-    values = [v for v in values if v is not None]
-    if not values:
-        return {"mean": None, "std": None, "runs": []}
-    return {"mean": statistics.mean(values), "std": statistics.stdev(values) if len(values) > 1 else None,
-            "runs": values}
-
-
-def summarise(records: list[dict], default_arm: str) -> dict:
-    """study.json: per arm, the issue's fields (means over seeds) plus spreads and runs."""
-    study: dict = {"arms": []}
-    present = {r["arm"] for r in records}
-    for arm in [a for a in RECORD_ORDER if a in present]:
-        runs = sorted((r for r in records if r["arm"] == arm), key=lambda r: r["seed"])
-        entry = {"seeds": [r["seed"] for r in runs], "description": CITATIONS[arm]}
-        for key in ("bpb_urdu", "bpb_urdu_word_l2r", "bpb_english", "bpb_english_word_l2r", "fertility",
-                    "single_character_word_share", "unknown_share", "tokens_per_byte", "tokens_per_second",
-                    "bytes_per_second", "train_seconds", "wall_seconds", "cpu_seconds"):
-            spread = _mean_std([r.get(key) for r in runs])
-            entry[key] = spread["mean"]
-            if key.startswith("bpb"):
-                entry[f"{key}_std"] = spread["std"]
-                entry[f"{key}_runs"] = spread["runs"]
-        for language in ("urdu", "english"):
-            name = "downstream_accuracy" if language == "urdu" else "downstream_english_accuracy"
-            values = [r[f"downstream_{language}"]["accuracy"] for r in runs if f"downstream_{language}" in r]
-            entry[name] = _mean_std(values) if values else None
-            f1 = [r[f"downstream_{language}"]["macro_f1"] for r in runs if f"downstream_{language}" in r]
-            entry[name.replace("accuracy", "macro_f1")] = _mean_std(f1) if f1 else None
-            if values:  # from a run that has the check (an arm may have it for some seeds only)
-                with_check = next(r for r in runs if f"downstream_{language}" in r)
-                entry[f"majority_{language}"] = with_check[f"majority_{language}"]
-                entry["downstream_sizes"] = with_check["downstream_sizes"]
-        entry["curves"] = {r["seed"]: r["curve"] for r in runs}
-        if any(r.get("translation_quality") for r in runs):
-            entry["translation_quality"] = next(r["translation_quality"] for r in runs if r.get("translation_quality"))
-        entry["new_row_sources"] = runs[0].get("new_row_sources")
-        entry["steps"] = runs[0]["steps"]
-        study[arm] = entry
-        study["arms"].append(arm)
-    study["default_arm"] = default_arm
-    protocols = group_protocols(records)
-    study["downstream_protocol"] = protocols.get("bf16")
-    study["downstream_protocols"] = protocols
-    study["arm_groups"] = {arm: protocol_group(arm) for arm in study["arms"]}
-    # Each arm against the unadapted model checked the same way (its group's reference).
-    study["comparisons"] = {}
-    for arm in study["arms"]:
-        reference = REFERENCES.get(protocol_group(arm)) if not arm.startswith("smollm2") else "smollm2-unadapted"
-        if arm != reference and reference in study and arm != "smollm2-unadapted":
-            study["comparisons"][arm] = dict(compare(study, arm, reference=reference), against=reference)
-    # The later arms against the default arm checked the same way: does translating, or starting from random
-    # weights, do better than adapting?
-    default_fp32 = f"{default_arm}-fp32"
-    study["comparisons_with_default"] = {
-        arm: dict(compare(study, arm, reference=default_fp32), against=default_fp32)
-        for arm in ("from-scratch", "translate-test") if arm in study and default_fp32 in study}
-    return study
-
-
-# The unadapted model checked the way each group's arms are: the reference of their comparisons.
-REFERENCES = {"bf16": "unadapted", "fp32": "unadapted-fp32", "equal-text": "unadapted-equal-text"}
-
-
-def group_protocols(records: list[dict]) -> dict[str, dict]:
-    """Per protocol group (protocol_group), the downstream protocol its records' checks used; refuses a group whose
-    records were checked under different protocols, which would put incomparable accuracies side by side
-    (--redo-downstream repeats the checks under one)."""
-    groups: dict[str, dict[str, list[str]]] = {}
-    for r in records:
-        if any(key.startswith("downstream_") and key not in ("downstream_protocol", "downstream_sizes")
-               for key in r):
-            protocols = groups.setdefault(protocol_group(r["arm"]), {})
-            protocols.setdefault(json.dumps(r.get("downstream_protocol"), sort_keys=True), []).append(
-                f"{r['arm']}:{r['seed']}")
-    for group, protocols in groups.items():
-        if len(protocols) > 1:
-            lines = "; ".join(f"{json.loads(p) or 'unrecorded'} ({', '.join(runs)})" for p, runs in protocols.items())
-            raise SystemExit(f"the study's {group} downstream checks used different protocols: {lines}. Run "
-                             "--redo-downstream to repeat them under the recipe's current one.")
-    return {group: json.loads(next(iter(protocols))) for group, protocols in groups.items()}
-
-
-def compare(study: dict, arm: str, reference: str = "unadapted") -> dict:
-    """The target of the study: better than the unadapted model by more than twice the larger seed spread, on Urdu
-    bits per byte (lower is better) and on downstream accuracy. A spread from fewer than 2 seeds is unknown."""
-    out = {}
-    a, b = study[arm], study[reference]
-    pairs = [("bpb_urdu", -1), ("bpb_urdu_word_l2r", -1), ("bpb_english", -1)]
-    for key, sign in pairs:
-        if a.get(key) is None or b.get(key) is None:
-            continue
-        stds = [a.get(f"{key}_std"), b.get(f"{key}_std")]
-        out[key] = _verdict(sign * (a[key] - b[key]), None if None in stds else max(stds))
-    for key in ("downstream_accuracy", "downstream_english_accuracy"):
-        if a.get(key) and b.get(key) and a[key]["mean"] is not None:
-            stds = [a[key]["std"], b[key]["std"]]
-            out[key] = _verdict(a[key]["mean"] - b[key]["mean"], None if None in stds else max(stds))
-    urdu = [out.get("bpb_urdu"), out.get("downstream_accuracy")]
-    out["target_met"] = all(v is not None and v["verdict"] == "better by more than twice the seed spread"
-                            for v in urdu)
-    return out
-
-
-def _verdict(gain: float, spread: float | None) -> dict:
-    from transformer_zoo.training.adaptation.downstream import seed_spread_verdict
-
-    return {"gain": gain, "spread": spread, "verdict": seed_spread_verdict(gain, spread)}
-
-
-def recipe_default_arm() -> str:
-    """The arm the recipe's no-argument default runs (MiniLM's tokenizer is poor on Urdu, so 'auto' extends)."""
-    from transformer_zoo.training.adaptation.recipe import build_parser
-
-    defaults = build_parser().parse_args([])
-    if defaults.extend_vocab == "false":
-        return "none"
-    return "lora" if defaults.mode == "lora" else defaults.embedding_init
-
-
-def latest_records(records: list[dict]) -> list[dict]:
-    """One record per arm and seed: a later run of the same arm and seed (e.g. the decoder rerun with its
-    downstream check) supersedes the earlier one, which stays in study.partial.jsonl for the record."""
-    latest = {(r["arm"], r["seed"]): r for r in records}
-    return [r for r in records if latest[(r["arm"], r["seed"])] is r]
 
 
 def _finished(record: dict) -> bool:

@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("urdu_adaptation", ROOT / "benchmarks" / "urdu_adaptation.py")
 study_module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(study_module)
+import urdu_study_arms as arms_module  # noqa: E402  (benchmarks/ is on sys.path once the study is loaded)
 spec = importlib.util.spec_from_file_location("urdu_downstream_convergence",
                                               ROOT / "benchmarks" / "urdu_downstream_convergence.py")
 convergence_module = importlib.util.module_from_spec(spec)
@@ -163,7 +164,7 @@ def test_each_group_has_its_own_protocol_reference_and_comparisons():
     assert study["downstream_protocol"]["precision"] == "bf16"
     assert {group: p["precision"] for group, p in study["downstream_protocols"].items()} == {
         "bf16": "bf16", "fp32": "no", "equal-text": "no"}
-    assert study["downstream_protocols"]["equal-text"]["max_words"] == study_module.EQUAL_WORDS
+    assert study["downstream_protocols"]["equal-text"]["max_words"] == arms_module.EQUAL_WORDS
     assert study["arms"] == ["unadapted", "lora", "unadapted-fp32", "lora-fp32", "from-scratch", "translate-test",
                              "unadapted-equal-text", "lora-equal-text"]
     against = {arm: c["against"] for arm, c in study["comparisons"].items()}
@@ -363,7 +364,7 @@ def test_the_protocol_line_names_each_groups_precision_and_text():
 def test_the_help_states_the_equal_text_controls_real_budget():
     """--help (the module docstring) says how many words and tokens the control gives each model, as the code does."""
     doc = " ".join(study_module.__doc__.split())
-    assert f"first {study_module.EQUAL_WORDS} words of every paragraph, in {study_module.EQUAL_TEXT[-1]} tokens" in doc
+    assert f"first {arms_module.EQUAL_WORDS} words of every paragraph, in {arms_module.EQUAL_TEXT[-1]} tokens" in doc
 
 
 def test_a_cut_off_run_is_resumed_with_the_flags_it_began_with(tmp_path):
