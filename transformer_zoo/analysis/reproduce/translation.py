@@ -490,7 +490,10 @@ def translation_markdown(results: Mapping[str, Any]) -> str:
             after = [e for e in p["dev_evaluations"] if e.get("averaged", 0) > 1]
             averaging = (f"{before[0]['greedy_bleu']:.2f} -> {after[0]['greedy_bleu']:.2f}" if before and after
                          else "n/a")
-            lines.append(f"| {p['language_pair']} | **{p['test_bleu']:.2f}** | {p['test_chrf']:.2f} | "
+            # Bold only where the model clears its baselines (against_baselines), as in the docs' tables.
+            bold = "**" if against_baselines(p) == "clear" else ""
+            lines.append(f"| {p['language_pair']} | {bold}{p['test_bleu']:.2f}{bold} | "
+                         f"{bold}{p['test_chrf']:.2f}{bold} | "
                          f"{p['retrieval_bleu']:.2f} / {p['retrieval_chrf']:.2f} | {p['copy_bleu']:.2f} / "
                          f"{p['copy_chrf']:.2f} | {averaging} | {p['steps']} | {p['train_seconds'] / 60:.1f} min |")
     if results["pairs"]:
