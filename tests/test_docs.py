@@ -160,6 +160,22 @@ def test_the_urdu_row_compares_controls_within_their_precision_group():
     assert results.fp32_control_clause({"default_arm": "lora", "lora-fp32": accuracy(0.7, 0.0)}) == ""
 
 
+def test_the_decoder_row_waits_for_both_checks_and_counts_seeds():
+    """The README's decoder row appears once both SmolLM2 arms have their downstream check, and says how many seeds
+    each number stands on (a single seed has no spread)."""
+    def arm(bpb, *runs):
+        mean = sum(runs) / len(runs)
+        std = (sum((r - mean) ** 2 for r in runs) / (len(runs) - 1)) ** 0.5 if len(runs) > 1 else None
+        return {"bpb_urdu": bpb, "downstream_accuracy": {"mean": mean, "std": std, "runs": list(runs)}}
+
+    assert results.decoder_rows({"smollm2-unadapted": arm(3.2341, 0.54, 0.53)}) == []
+    study = {"smollm2-unadapted": arm(3.2341, 0.5433, 0.5367), "smollm2-none": arm(1.8365, 0.5517)}
+    [(what, result, link)] = results.decoder_rows(study)
+    assert result == ("Urdu bits per byte **1.837** against 3.234 unadapted; downstream accuracy 0.552 (1 seed) "
+                      "against 0.540 ± 0.005 (2 seeds)")
+    assert link == "urdu/study.md"
+
+
 def test_the_urdu_translators_rows_lead_with_chrf_and_say_when_retrieval_wins():
     pair = lambda chrf, bleu, epochs=12.0: {"language_pair": "Urdu-English (hadith + Quran)", "epochs": epochs,
                                             "test_chrf": chrf, "test_bleu": bleu, "retrieval_chrf": 39.94,

@@ -50,6 +50,23 @@ def fp32_control_clause(study: dict) -> str:
             + f" against the default arm's {ours['mean']:.3f} ± {ours['std']:.3f}")
 
 
+def decoder_rows(study: dict) -> list[tuple[str, str, str]]:
+    """The decoder arms (SmolLM2-135M) once both have their downstream check: continued pretraining's gain in Urdu
+    bits per byte beside what it does to the downstream task, each with its number of seeds (one seed has no spread
+    to show)."""
+    unadapted, adapted = study.get("smollm2-unadapted"), study.get("smollm2-none")
+    if not (unadapted and adapted and unadapted.get("downstream_accuracy") and adapted.get("downstream_accuracy")):
+        return []
+
+    def accuracy(entry):
+        check = entry["downstream_accuracy"]
+        if len(check["runs"]) == 1:
+            return f"{check['mean']:.3f} (1 seed)"
+        return f"{check['mean']:.3f} ± {check['std']:.3f} ({len(check['runs'])} seeds)"
+
+    return [("Urdu adaptation of SmolLM2-135M (decoder): continued pretraining of every weight",
+             f"Urdu bits per byte **{adapted['bpb_urdu']:.3f}** against {unadapted['bpb_urdu']:.3f} unadapted; "
+             f"downstream accuracy {accuracy(adapted)} against {accuracy(unadapted)}", "urdu/study.md")]
 
 
 def urdu_translation_rows(record: dict) -> list[tuple[str, str, str]]:
@@ -129,6 +146,7 @@ def render_results() -> str:
         ("Urdu adaptation of all-MiniLM-L6-v2 (default arm), downstream accuracy over 3 seeds",
          (f"**{mean_std(default_arm['downstream_accuracy'])}** against {mean_std(unadapted['downstream_accuracy'])} "
          f"unadapted" + equal_text_clause(study) + fp32_control_clause(study)), "urdu/study.md"),
+        *decoder_rows(study),
         ("Training step against transformers' own models (sdpa, same weights, 2 threads)",
          ", ".join(f"{family} **{value:.2f}×**" for family, value in sdpa.items()), "speed.md"),
         ("Classic claims (copy task, length extrapolation, pre- vs post-norm), 3 seeds",
