@@ -84,6 +84,7 @@ def test_mean_std_and_clearly_better_on_hand_numbers():
     assert rp.mean_std([1.0, 2.0, 3.0]) == (2.0, 1.0)
     assert rp.mean_std([4.0]) == (4.0, 0.0)
     assert rp.format_mean_std([1.0, 2.0, 3.0]) == "2.000 ± 1.000"
+    assert rp.format_mean_std([2.5]) == "2.500"  # one seed: no spread to show, not "± 0.000"
     # losses 1.0 +- 0.1 vs 2.0 +- 0.1: difference 1.0 > hypot(0.1, 0.1) = 0.141
     held, evidence = rp.clearly_better([0.9, 1.0, 1.1], [1.9, 2.0, 2.1], lower_is_better=True, min_difference=0.0)
     assert held and "+1.000" in evidence
@@ -227,6 +228,11 @@ def test_table3_claims_wait_for_missing_rows_and_show_every_criterion_version(mo
     claims = {claim["key"]: claim for claim in rp.table3_claims(partial)}
     assert claims["base"]["held"] is True
     assert claims["A1"]["held"] is None and "waiting for heads_16, heads_8" in claims["A1"]["evidence"]
+    # A row with a seed still to run decides nothing yet, though its finished seed has numbers.
+    partial = {row: PAPER_LIKE[row] for row in ("base", "heads_1", "heads_8", "heads_16")}
+    assert next(c for c in rp.table3_claims(partial) if c["key"] == "A1")["held"] is not None
+    waiting = next(c for c in rp.table3_claims(partial, pending={"heads_8"}) if c["key"] == "A1")
+    assert waiting["held"] is None and waiting["evidence"] == "waiting for heads_8"
     # A criterion revised after seeing numbers: both versions are decided and shown; the latest is the verdict.
     d1 = next(claim for claim in rp.CLAIMS if claim.key == "D1")
     revised = rp.Criterion("better", ("test_bleu",), ("base",), "no_dropout", (5.0,),
@@ -462,6 +468,9 @@ def test_translation_study_resumes_after_a_kill_and_reports_what_is_finished(tmp
     markdown = (tmp_path / "translation.md").read_text()
     assert "**Partial report: 21 of 24 runs not finished**" in markdown and "heads_8 seed 0" in markdown
     assert "| 0/2 |" in markdown and "waiting" in markdown  # rows without a run, claims without their rows
+    # heads_1 has seed 0 of 2: a claim that needs it waits for it too, while the base (both seeds) is decided.
+    claims = {claim["key"]: claim for claim in partial["table3_claims"]}
+    assert claims["A1"]["evidence"] == "waiting for heads_1, heads_16, heads_8" and claims["base"]["held"] is not None
     assert (tmp_path / "translation.partial.jsonl").exists()  # a partial report keeps the runs file
     # A default model still training has its row in the pairs' table, marked.
     waiting = dict(partial, pairs={"bible-en-es": partial["pairs"]["bible-en-es"]},

@@ -108,8 +108,7 @@ def table3_row(record: dict) -> tuple[str, str, str]:
     seeds = len(record["seeds"])
     decided = [claim for claim in record["table3_claims"] if claim["key"] != "base" and claim["held"] is not None]
     waiting = len(record["table3_claims"]) - 1 - len(decided)
-    shown = format_mean_std(base, 2) if len(base) > 1 else f"{base[0]:.2f}"  # (one seed has no spread to show)
-    result = (f"base dev BLEU **{shown}** ({len(base)} seeds; the rows need at least 20); "
+    result = (f"base dev BLEU **{format_mean_std(base, 2)}** ({len(base)} seeds; the rows need at least 20); "
               f"{finished} of {len(rows) * seeds} runs finished, "
               + (f"{sum(c['held'] for c in decided)} of {len(decided)} decided claims held, " if decided else "")
               + (f"{waiting} claims waiting for their rows" if waiting != 1 else "1 claim waiting for its rows"))

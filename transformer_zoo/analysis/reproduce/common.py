@@ -54,8 +54,9 @@ def mean_std(values: Sequence[float]) -> tuple[float, float]:
     return float(array.mean()), float(array.std(ddof=1)) if array.size > 1 else 0.0
 
 def format_mean_std(values: Sequence[float], digits: int = 3) -> str:
+    """"mean ± std" over seeds; a single value alone (one seed has no spread to show: "± 0.000" would claim one)."""
     mean, std = mean_std(values)
-    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+    return f"{mean:.{digits}f} ± {std:.{digits}f}" if len(values) > 1 else f"{mean:.{digits}f}"
 
 def clearly_better(better: Sequence[float], worse: Sequence[float], *, lower_is_better: bool,
                    min_difference: float) -> tuple[bool, str]:

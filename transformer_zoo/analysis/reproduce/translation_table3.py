@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -213,11 +213,14 @@ CLAIMS: tuple[Claim, ...] = (
 _LOWER_IS_BETTER = {"dev_loss": True, "dev_perplexity": True, "test_loss": True}
 
 
-def decide(criterion: Criterion, rows: Mapping[str, Mapping[str, Sequence[float]]]) -> dict[str, Any]:
-    """A criterion's verdict from per-row lists over seeds of each metric; "missing" when a row it needs has no
-    finished run yet."""
+def decide(criterion: Criterion, rows: Mapping[str, Mapping[str, Sequence[float]]],
+           pending: Collection[str] = ()) -> dict[str, Any]:
+    """A criterion's verdict from per-row lists over seeds of each metric; "waiting" while a row it needs has no
+    finished run, or is in `pending` (some of its seeds still to run: a verdict on part of a row's seeds would judge
+    against a spread it does not have yet)."""
     needed = set(criterion.better) | ({criterion.worse} if criterion.worse else set())
-    missing = sorted(row for row in needed if not rows.get(row) or not all(rows[row].get(m) for m in criterion.metrics))
+    missing = sorted(row for row in needed if row in pending or not rows.get(row)
+                     or not all(rows[row].get(m) for m in criterion.metrics))
     if missing:
         return {"held": None, "evidence": f"waiting for {', '.join(missing)}"}
     metric, margin = criterion.metrics[0], criterion.margins[0] if criterion.margins else 0.0
@@ -250,14 +253,15 @@ def decide(criterion: Criterion, rows: Mapping[str, Mapping[str, Sequence[float]
                                       f"{mean[criterion.worse]:.3f}; {evidence}"}
 
 
-def table3_claims(rows: Mapping[str, Mapping[str, Sequence[float]]]) -> list[dict[str, Any]]:
+def table3_claims(rows: Mapping[str, Mapping[str, Sequence[float]]],
+                  pending: Collection[str] = ()) -> list[dict[str, Any]]:
     """Every claim with every version of its criterion decided; `held` (the latest version's) is None while a row it
-    needs is unfinished."""
+    needs is unfinished: no run yet, or named in `pending` (seeds still to run)."""
     claims = []
     for claim in CLAIMS:
         versions = []
         for criterion in claim.criteria:
-            versions.append({"criterion": describe(criterion), "written": criterion.written, **decide(criterion, rows)})
+            versions.append({"criterion": describe(criterion), "written": criterion.written, **decide(criterion, rows, pending)})
         latest = versions[-1]
         claims.append({"claim": claim.text, "key": claim.key, "paper": claim.paper, "criterion": latest["criterion"],
                        "held": latest["held"], "evidence": latest["evidence"], "versions": versions})
