@@ -33,8 +33,6 @@ ARMS = {
 }
 # Names that stand for several arms in --arms and --tasks.
 ARM_ALIASES = {"smollm2": ("smollm2-unadapted", "smollm2-none")}
-ENCODER_ARMS = ["unadapted", "none", "random", "mean", "focus", "trans-tokenization", "lora", "from-scratch",
-                "translate-test"]
 # Variants: a base arm's run with other downstream flags, compared within their own group (below).
 # The equal-text control: the unadapted and the default arm fine-tuned on the first EQUAL_WORDS words of every
 # paragraph, with a token budget that covers them for both tokenizers (MiniLM spells Urdu at ~3.2 pieces a word, so

@@ -22,6 +22,12 @@ def _finetune_default() -> dict:
             "minutes": int(wall.group(1)) + float(wall.group(2)) / 60}
 
 
+def spread(entry: dict) -> str:
+    """A study.json summary ({mean, std, runs}) as "mean ± std"; one seed's value alone (its std is None)."""
+    text = f"{entry['mean']:.3f}"
+    return text if entry["std"] is None else f"{text} ± {entry['std']:.3f}"
+
+
 def equal_text_clause(study: dict) -> str:
     """The equal-text control beside the study's headline, once both of its arms have run: what is left of the
     default arm's gain when both models read the same words of every paragraph."""
@@ -31,7 +37,7 @@ def equal_text_clause(study: dict) -> str:
         return ""
     ours, theirs = ours["downstream_accuracy"], theirs["downstream_accuracy"]
     return (f"; on the same first words of each paragraph (the equal-text control, {len(ours['runs'])} seeds) "
-            f"{ours['mean']:.3f} ± {ours['std']:.3f} against {theirs['mean']:.3f} ± {theirs['std']:.3f}")
+            f"{spread(ours)} against {spread(theirs)}")
 
 
 def fp32_control_clause(study: dict) -> str:
@@ -46,8 +52,8 @@ def fp32_control_clause(study: dict) -> str:
     if not found:
         return ""
     ours = reference["downstream_accuracy"]
-    return ("; checked in fp32, " + ", ".join(f"{name} {a['mean']:.3f} ± {a['std']:.3f}" for name, a in found)
-            + f" against the default arm's {ours['mean']:.3f} ± {ours['std']:.3f}")
+    return ("; checked in fp32, " + ", ".join(f"{name} {spread(a)}" for name, a in found)
+            + f" against the default arm's {spread(ours)}")
 
 
 def decoder_rows(study: dict) -> list[tuple[str, str, str]]:
@@ -60,9 +66,8 @@ def decoder_rows(study: dict) -> list[tuple[str, str, str]]:
 
     def accuracy(entry):
         check = entry["downstream_accuracy"]
-        if len(check["runs"]) == 1:
-            return f"{check['mean']:.3f} (1 seed)"
-        return f"{check['mean']:.3f} ± {check['std']:.3f} ({len(check['runs'])} seeds)"
+        seeds = len(check["runs"])
+        return f"{spread(check)} ({seeds} seed{'s' if seeds > 1 else ''})"
 
     return [("Urdu adaptation of SmolLM2-135M (decoder): continued pretraining of every weight",
              f"Urdu bits per byte **{adapted['bpb_urdu']:.3f}** against {unadapted['bpb_urdu']:.3f} unadapted; "
@@ -130,9 +135,6 @@ def render_results() -> str:
     held = sum(claim["held"] for group in claims.values() for claim in group)
     total = sum(len(group) for group in claims.values())
 
-    def mean_std(entry):
-        return f"{entry['mean']:.3f} ± {entry['std']:.3f}"
-
     rows = [
         ("The main job: LoRA fine-tune of all-MiniLM-L6-v2, 6-class hadith task (2 CPU cores)",
          (f"test accuracy **{finetune['accuracy']:.3f}** (majority class {finetune['baseline']:.3f}), "
@@ -143,7 +145,7 @@ def render_results() -> str:
         *urdu_translation_rows(translation_record),
         table3_row(translation_record),
         ("Urdu adaptation of all-MiniLM-L6-v2 (default arm), downstream accuracy over 3 seeds",
-         (f"**{mean_std(default_arm['downstream_accuracy'])}** against {mean_std(unadapted['downstream_accuracy'])} "
+         (f"**{spread(default_arm['downstream_accuracy'])}** against {spread(unadapted['downstream_accuracy'])} "
          f"unadapted" + equal_text_clause(study) + fp32_control_clause(study)), "urdu/study.md"),
         *decoder_rows(study),
         ("Training step against transformers' own models (sdpa, same weights, 2 threads)",
