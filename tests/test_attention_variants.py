@@ -29,16 +29,14 @@ from transformers.masking_utils import (
 
 import transformer_zoo as tz
 from transformer_zoo import configuration_zoo_common
-from transformer_zoo.modeling_zoo_attention_variants import (
-    ATTENTION_VARIANTS,
-    LinformerAttention,
-    PerformerAttention,
+from transformer_zoo.modeling_zoo_attention_variant_kernels import (
     draw_orthogonal_features,
     favor_features,
     performer_attention,
     sliding_window_attention,
     sliding_window_mask_function,
 )
+from transformer_zoo.modeling_zoo_attention_variants import ATTENTION_VARIANTS, LinformerAttention, PerformerAttention
 
 # A config validator's ValueError reaches the caller wrapped in huggingface_hub's StrictDataclassClassValidationError.
 CONFIG_ERRORS = (ValueError, StrictDataclassError)
@@ -441,6 +439,7 @@ def test_save_load_and_remote_code_reproduce_outputs(tmp_path):
         folder = tmp_path / name
         model.save_pretrained(folder)
         assert (folder / "modeling_zoo_attention_variants.py").is_file()
+        assert (folder / "modeling_zoo_attention_variant_kernels.py").is_file()
         reloaded = model_class.from_pretrained(folder).eval()
         with torch.no_grad():
             logits = model(torch.tensor(ids)).logits
@@ -463,7 +462,7 @@ def test_save_load_and_remote_code_reproduce_outputs(tmp_path):
 def test_pretraining_recipe_trains_with_the_variant(tmp_path, family, overrides):
     from accelerate.state import AcceleratorState
 
-    from transformer_zoo.training import pretraining
+    from transformer_zoo.training.pretrain import recipe as pretraining
 
     text = tmp_path / "text.txt"
     words = "the king queen lord lady speak love night day sword crown heart death life sweet fair".split()

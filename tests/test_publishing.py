@@ -25,7 +25,7 @@ from safetensors.torch import load_file
 
 from hub_server import HubServer
 from transformer_zoo.publishing import PublishError, plan_upload, publish
-from transformer_zoo.training import pretraining
+from transformer_zoo.training.pretrain import recipe as pretraining
 
 
 ROOT = Path(__file__).resolve().parents[1]

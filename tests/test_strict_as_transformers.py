@@ -215,7 +215,7 @@ def test_a_layer_count_that_disagrees_with_the_weights_is_one_line(tmp_path, lay
 
 
 def test_an_early_stopping_metric_typo_is_refused_before_the_corpus_is_read(tmp_path, capsys):
-    from transformer_zoo.training import pretraining
+    from transformer_zoo.training.pretrain import recipe as pretraining
 
     missing_corpus = tmp_path / "not-read.txt"  # never opened: the metric is refused first
     with pytest.raises(SystemExit) as stop:
