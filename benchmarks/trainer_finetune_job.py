@@ -35,7 +35,8 @@ from transformers import (  # noqa: E402
     TrainingArguments,
 )
 
-from transformer_zoo.training import finetuning, finetuning_models  # noqa: E402
+from transformer_zoo.training.finetune import recipe as finetuning  # noqa: E402
+from transformer_zoo.training.finetune import models as finetuning_models  # noqa: E402
 from transformer_zoo.training.engine.optim import resolve_warmup_steps  # noqa: E402
 
 

@@ -16,7 +16,8 @@ import torch
 from huggingface_hub.errors import StrictDataclassError
 
 import transformer_zoo as tz
-from transformer_zoo.training import finetuning, pretraining
+from transformer_zoo.training.finetune import recipe as finetuning
+from transformer_zoo.training.pretrain import recipe as pretraining
 from transformer_zoo.training.engine.output_dir import LOCK_NAME, RunStopped, claim_output_dir
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -131,6 +131,55 @@ def test_the_command_checker_catches_a_missing_flag_and_a_missing_script():
     assert "allocators.py" in RETIRED and "compare_hf.py" not in RETIRED
 
 
+# A test a page names for a claim: `tests/test_x.py::test_name`, or `tests/test_x.py -k EXPR` (quoted or one word,
+# possibly wrapped across lines). Tests move between files as files are split; the pages must follow.
+TEST_REFERENCE = re.compile(r"tests/(test_\w+\.py)(?:::(\w+))?(?:`?\s+-k\s+(\"[^\"]+\"|'[^']+'|\w+))?")
+
+
+def _test_reference_problems(text: str) -> list[str]:
+    """What a page's test references name that the tests do not have: a missing file, a `::` test that the file
+    does not define, or a -k word that occurs nowhere in the file (a name, a class or a parametrize id)."""
+    problems = []
+    for match in TEST_REFERENCE.finditer(" ".join(text.split())):
+        file_name, test_name, expression = match.groups()
+        path = ROOT / "tests" / file_name
+        if not path.is_file():
+            if test_name or expression:  # a bare path may name transformers' own test files (contributing.md)
+                problems.append(f"{match.group(0)}: no file tests/{file_name}")
+            continue
+        source = path.read_text(encoding="utf-8")
+        if test_name and not re.search(rf"^def {test_name}\b", source, re.M):
+            problems.append(f"{match.group(0)}: tests/{file_name} has no test {test_name}")
+        words = re.split(r"[\s()]+", (expression or "").strip("\"'"))
+        missing = [word for word in words if word and word not in ("and", "or", "not") and word not in source]
+        # A file whose tests are generated (transformers' common tests) names them nowhere in its text: ask pytest.
+        if missing and not _collects(path, expression.strip("\"'")):
+            problems.append(f"{match.group(0)}: nothing in tests/{file_name} matches {', '.join(missing)}")
+    return problems
+
+
+def _collects(path: Path, expression: str) -> bool:
+    """Whether `pytest -k expression` selects any test of `path` (collection only)."""
+    collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                                str(path), "-k", expression], cwd=ROOT, capture_output=True, text=True)
+    return collected.returncode == 0
+
+
+@pytest.mark.parametrize("page", [page for page in PAGES if "tests/test_" in page.read_text(encoding="utf-8")],
+                         ids=_page_id)
+def test_every_test_a_page_names_exists(page):
+    assert _test_reference_problems(page.read_text(encoding="utf-8")) == []
+
+
+def test_the_test_reference_checker_catches_a_moved_test():
+    assert _test_reference_problems("(`pytest tests/test_docs.py -k readme_is_a_front_door`)") == []
+    assert _test_reference_problems('`pytest tests/test_docs.py -k "front_door or\n  site_builds"`') == []
+    assert _test_reference_problems("tests/test_modeling_common.py, from transformers") == []
+    assert len(_test_reference_problems("`pytest tests/test_math.py -k no_such_test_name`")) == 1
+    assert len(_test_reference_problems("`tests/test_docs.py::test_no_such_test`")) == 1
+    assert len(_test_reference_problems("`pytest tests/test_gone.py -k anything`")) == 1
+
+
 def test_the_generated_pages_are_up_to_date():
     stale = [path.relative_to(ROOT).as_posix() for path, content in render_docs.rendered().items()
              if not path.exists() or (path.read_bytes() if isinstance(content, bytes)

