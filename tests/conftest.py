@@ -132,6 +132,36 @@ def pad_batch():
     return _pad_batch
 
 
+# The recipe and domain-adaptation tests' tiny data (tests/recipe_helpers.py, tests/adaptation_helpers.py); each
+# fixture is built once per module that asks for it.
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    """Small local files of every shape the recipes read."""
+    from recipe_helpers import write_recipe_data
+
+    return write_recipe_data(tmp_path_factory.mktemp("data"))
+
+
+@pytest.fixture(scope="module")
+def english_wordpiece():
+    """A WordPiece tokenizer trained on English only: every Urdu letter is unknown to it."""
+    from adaptation_helpers import english_wordpiece_tokenizer
+
+    return english_wordpiece_tokenizer()
+
+
+@pytest.fixture
+def fresh_accelerate_state():
+    """Each recipe run is a program of its own (one Accelerator per process); reset the process-wide state so a
+    run with another --mixed_precision can follow in this test process (the recipe test modules use it for every
+    test: `pytestmark`)."""
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
 def pytest_terminal_summary(terminalreporter):
     """transformers' common tests (test_transformers_common.py): every skip counted by its reason, zoo families and
     the transformers control apart, so a reader sees what did not run and why."""

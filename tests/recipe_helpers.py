@@ -1,4 +1,4 @@
-"""Tiny data, fast flags and state resets for the recipe tests (tests/test_recipes.py,
+"""Tiny data and fast flags for the recipe tests (tests/test_recipes.py,
 tests/test_recipe_refusals.py)."""
 
 import json
@@ -43,14 +43,6 @@ def write_recipe_data(folder: Path) -> Path:
             handle.write(json.dumps({"tokens": tokens, "tags": tags}) + "\n")
     (folder / "empty.txt").write_text("")
     return folder
-
-
-def reset_accelerate_state():
-    """Each recipe run is a program of its own (one Accelerator per process); reset the process-wide state so a
-    run with another --mixed_precision can follow in this test process."""
-    from accelerate.state import AcceleratorState
-
-    AcceleratorState._reset_state(reset_partial_state=True)
 
 
 def run_pretrain(args):

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 import torch
 from adaptation_helpers import (
-    english_wordpiece_tokenizer,
     save_english_mlm,
     tiny_adaptation_flags,
     write_labelled_urdu,
@@ -18,10 +17,6 @@ from adaptation_helpers import (
 from transformer_zoo.training.adaptation.recipe import main
 from transformer_zoo.training.data.corpora import load_corpus
 
-
-@pytest.fixture(scope="module")
-def english_wordpiece():
-    return english_wordpiece_tokenizer()
 
 
 def test_downstream_precision_resolves_auto_and_refuses_a_contradiction(monkeypatch):

@@ -6,7 +6,6 @@ import pytest
 import torch
 from adaptation_helpers import (
     ENGLISH,
-    english_wordpiece_tokenizer,
     save_english_mlm,
     tiny_adaptation_flags,
     tiny_mlm,
@@ -30,10 +29,6 @@ from transformer_zoo.training.adaptation.recipe import (
 from transformer_zoo.training.adaptation.report import fine_tuning_name
 from transformer_zoo.training.data.tokenization import train_tokenizer
 
-
-@pytest.fixture(scope="module")
-def english_wordpiece():
-    return english_wordpiece_tokenizer()
 
 
 # ------------------------------------------------------------------------------------------------ WordPiece

@@ -6,9 +6,7 @@ import transformers
 from recipe_helpers import (
     FAST,
     FAST_NO_TOKENIZER,
-    reset_accelerate_state,
     run_finetune,
-    write_recipe_data,
 )
 
 from transformer_zoo import ZooEncoderConfig, ZooEncoderForSequenceClassification
@@ -17,17 +15,8 @@ from transformer_zoo.training.finetune import recipe as finetuning
 from transformer_zoo.training.pretrain import recipe as pretraining
 
 
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    """Small local files of every shape the recipes read."""
-    return write_recipe_data(tmp_path_factory.mktemp("data"))
-
-
-@pytest.fixture(autouse=True)
-def fresh_accelerate_state():
-    reset_accelerate_state()
-    yield
-    reset_accelerate_state()
+# One Accelerator per recipe run: the process-wide state is reset around every test (conftest.py).
+pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 
 
 # ================================================================================================ bad input

@@ -19,10 +19,8 @@ from recipe_helpers import (
     FAST_NO_TOKENIZER,
     RECIPES,
     ROOT,
-    reset_accelerate_state,
     run_finetune,
     run_pretrain,
-    write_recipe_data,
 )
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoModelForSequenceClassification, AutoTokenizer
 
@@ -34,17 +32,8 @@ from transformer_zoo.training.pretrain import recipe as pretraining
 from transformer_zoo.training.reports.records import read_jsonl
 
 
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    """Small local files of every shape the recipes read."""
-    return write_recipe_data(tmp_path_factory.mktemp("data"))
-
-
-@pytest.fixture(autouse=True)
-def fresh_accelerate_state():
-    reset_accelerate_state()
-    yield
-    reset_accelerate_state()
+# One Accelerator per recipe run: the process-wide state is reset around every test (conftest.py).
+pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 
 
 def _has_help(parser):
