@@ -55,6 +55,7 @@ from urdu_adaptation_report import markdown, plots  # noqa: E402  (study.md and 
 from urdu_study_arms import (ARM_ALIASES, ARMS, UNADAPTED_MODEL_ARMS, VARIANT_ARMS,  # noqa: E402  (the arms)
                              arm_precision)
 from urdu_study_summary import latest_records, recipe_default_arm, summarise  # noqa: E402  (study.json)
+from transformer_zoo.training.engine.workers import ends_with_parent  # noqa: E402  (runs end with the study)
 
 QUICK = ["--max_train_paragraphs", "200", "--eval_paragraphs", "30", "--urdu_vocab_size", "600", "--max_steps", "4",
          "--eval_steps", "2", "--save_steps", "none", "--head_warmup_steps", "2", "--bpb_sentences", "4",
@@ -151,7 +152,7 @@ def redo_task(entry: dict, budget: str, threads: int, work: Path, english_task: 
     started = time.perf_counter()
     with (out.parent / f"seed-{seed}.redo.log").open("w") as log:
         code = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                              env=_environment(threads)).returncode
+                              env=_environment(threads), **ends_with_parent()).returncode
     if code != 0:
         raise RuntimeError(f"{arm} seed {seed}: the downstream re-run failed (exit {code}); see "
                            f"{out.parent}/seed-{seed}.redo.log")
@@ -176,7 +177,9 @@ def run_task(arm: str, seed: int, budget: str, english_task: bool, threads: int,
     env = _environment(threads)
     started = time.perf_counter()
     with (out.parent / f"seed-{seed}.log").open("a" if attempts > 1 else "w") as log:
-        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+        # The run ends with this study (a study killed and started again would otherwise find it still running).
+        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                   **ends_with_parent())
         _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode != 0:

@@ -382,12 +382,13 @@ def run_translation(settings: TranslationSettings, seeds: Sequence[int], progres
     else:
         # Worker processes with one thread each: these models are small, and two single-threaded runs side by side
         # get through more work on two cores than one run on two threads. Each run's numbers depend only on its
-        # seed and its thread count, so they do not depend on which worker ran it.
+        # seed and its thread count, so they do not depend on which worker ran it. The workers end with this process
+        # (a study killed and started again would otherwise compete with its own orphans: engine/workers.py).
         import concurrent.futures
-        import multiprocessing
 
-        context = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(settings.jobs, mp_context=context) as pool:
+        from ...training.engine.workers import worker_pool
+
+        with worker_pool(settings.jobs) as pool:
             futures = {pool.submit(_run_task, task, settings, False): task for task in todo}
             for count, future in enumerate(concurrent.futures.as_completed(futures), start=1):
                 task = futures[future]

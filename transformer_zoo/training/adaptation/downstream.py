@@ -238,14 +238,12 @@ def run_in_processes(jobs: list, workers: int, task_data, precision: str, output
     one LoRA step of the check (MiniLM, 16 x 64 tokens, bf16 autocast) took 219 ms on two threads, two one-thread
     steps side by side 342 and 363 ms (1.24x the work done). Processes, not threads: each fine-tune seeds torch's
     global generator (head initialisation, dropout), which threads would share. Results come back in job order."""
-    import concurrent.futures
-    import multiprocessing
+    from ..engine.workers import worker_pool
 
     threads = threads_per_fine_tune(workers)
     logger.info(f"Downstream: {len(jobs)} fine-tunes, {workers} at a time with {threads} thread(s) each.")
-    # spawn, not fork: a forked child would inherit this process's OpenMP thread pool and torch state mid-run.
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    # Spawned workers that end with this process (engine/workers.py).
+    with worker_pool(workers) as pool:
         futures = []
         for name, fine_args, seed in jobs:
             quiet = copy.copy(fine_args)
