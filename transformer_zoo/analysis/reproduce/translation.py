@@ -421,6 +421,8 @@ def run_translation(settings: TranslationSettings, seeds: Sequence[int], progres
             "study": {"runs": len(outputs), "of": len(tasks), "cpu_hours_known": sum(known_cpu) / 3600,
                       "runs_with_cpu_time": len(known_cpu), "machines": machines,
                       "run_hours": sum(output["seconds"] for output in outputs) / 3600,
+                      # every attempt's training (a snapshot carries the time of the attempts before it)
+                      "training_hours": sum(output.get("train_seconds", 0.0) for output in outputs) / 3600,
                       "first_start_to_last_finish_hours": (max(e for _, e in spans) - min(s for s, _ in spans)) / 3600
                       if spans else None},
             "ablation_pair": settings.pairs[0],
@@ -472,8 +474,11 @@ def translation_markdown(results: Mapping[str, Any]) -> str:
         span = (f"; {study['first_start_to_last_finish_hours']:.1f} h from the first run's start to the last one's "
                 "end" if study.get("first_start_to_last_finish_hours") else "")
         where = where_runs_ran(study.get("machines", {}))
-        lines += [f"The whole study: {study['runs']} of {study['of']} runs finished, {study['run_hours']:.1f} hours "
-                  f"of run time in all ({cpu}{span}); where they ran: {where or 'not recorded'}; seeds "
+        training = (f"{study['training_hours']:.1f} hours of training in all, every attempt of every run counted; "
+                    if study.get("training_hours") else "")
+        lines += [f"The whole study: {study['runs']} of {study['of']} runs finished, {training}"
+                  f"{study['run_hours']:.1f} hours of run time counting only the last attempt of a run resumed from "
+                  f"a snapshot ({cpu}, also the last attempts'{span}); where they ran: {where or 'not recorded'}; seeds "
                   f"{', '.join(map(str, results['seeds']))}, mean ± sample standard deviation.",
                   ""]
     # A partial report names the default models still training, in the table they will fill.

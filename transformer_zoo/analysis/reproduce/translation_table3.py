@@ -321,7 +321,7 @@ def table3_markdown(results: Mapping[str, Any]) -> list[str]:
         lines += [f"**Partial report: {len(missing)} of {len(rows) * len(seeds)} runs not finished** "
                   f"({', '.join(missing)}); their rows show what is finished, and claims that need them wait.", ""]
     lines += ["| group | row | parameters | seeds done | dev perplexity | dev BLEU | dev BLEU, last | test BLEU | "
-              "test chrF | the paper's row: PPL, BLEU | minutes per run |", "|---" * 11 + "|"]
+              "test chrF | the paper's row: PPL, BLEU | training minutes per run |", "|---" * 11 + "|"]
     summary = results["summary"]
     for row in rows:
         group, label, _, paper_row, paper_perplexity, paper_bleu = TABLE3_ROWS[row]
@@ -333,7 +333,9 @@ def table3_markdown(results: Mapping[str, Any]) -> list[str]:
         diverged = sum(1 for run in row_runs if run.get("diverged"))
         seeds_done = f"{len(done)}/{len(seeds)}" + (f" ({diverged} diverged)" if diverged else "")
         parameters = f"{row_runs[0]['parameters'] / 1e6:.2f} M" if row_runs else "–"
-        minutes = f"{np.mean([run['seconds'] for run in row_runs]) / 60:.0f}" if row_runs else "–"
+        # Training time over every attempt (a run resumed from a snapshot carries its earlier attempts' time);
+        # a run's `seconds` is its last attempt's alone.
+        minutes = f"{np.mean([run['train_seconds'] for run in row_runs]) / 60:.0f}" if row_runs else "–"
         lines.append(f"| {group} | {label} | {parameters} | {seeds_done} | " + " | ".join(cells)
                      + f" | {paper_row}: {paper_perplexity}, {paper_bleu} | {minutes} |")
     lines += ["", "| claim | the paper | criterion (fixed before the runs) | measured | held? |",
