@@ -49,13 +49,11 @@ def worker_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
                                                   initializer=_exit_when_parent_ends)
 
 
-def _signal_when_parent_ends(parent_pid: int) -> None:
+def _signal_when_parent_ends(prctl, parent_pid: int) -> None:
     """Runs in the child between fork and exec: SIGTERM this process when the thread that started it ends (the
-    recipe then stops as it would on a kill, its checkpoints kept for --resume)."""
-    import ctypes
-
-    pr_set_pdeathsig = 1  # <linux/prctl.h>
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    recipe then stops as it would on a kill, its checkpoints kept for --resume). Only a C call and os functions here:
+    an import after fork could wait forever on a lock another thread of the parent held."""
+    prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG (<linux/prctl.h>)
     if os.getppid() != parent_pid:  # the parent ended before the request was in place
         os._exit(PARENT_GONE_STATUS)
 
@@ -65,4 +63,7 @@ def ends_with_parent() -> dict[str, Any]:
     thread must wait for the child, as `run` and `wait` do). Empty elsewhere."""
     if not sys.platform.startswith("linux"):
         return {}
-    return {"preexec_fn": functools.partial(_signal_when_parent_ends, os.getpid())}
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here, in the parent (see above)
+    return {"preexec_fn": functools.partial(_signal_when_parent_ends, prctl, os.getpid())}
