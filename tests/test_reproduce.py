@@ -384,6 +384,33 @@ def test_the_report_names_the_runs_of_each_machine_when_there_were_several():
         == "1 on cpu, 1 thread(s) (base seed 0); 1 on cuda: NVIDIA H100, 1 thread(s) (wide seed 1)"
 
 
+def test_the_study_cpu_total_counts_every_attempt_and_says_which_runs_it_covers_in_full():
+    """A resumed run's CPU time is its last attempt's plus the earlier attempts' training (carried by its snapshot);
+    runs recorded before that was carried (no field, or None from an older snapshot) are summed apart and the
+    report calls the total a lower bound."""
+    from transformer_zoo.analysis.reproduce.translation import study_cost_text
+    from transformer_zoo.analysis.reproduce.translation_runs import study_totals
+
+    hour = 3600.0
+    base = {"seconds": 1.0 * hour, "train_seconds": 1.0 * hour, "device": "cpu", "threads": 1}
+    done = {("ablation", "p", "base", 0): dict(base, cpu_seconds=0.5 * hour, earlier_attempts_cpu_seconds=0.25 * hour),
+            ("ablation", "p", "base", 1): dict(base, cpu_seconds=1.0 * hour, earlier_attempts_cpu_seconds=0.0),
+            ("ablation", "p", "wide", 0): dict(base, cpu_seconds=0.5 * hour, earlier_attempts_cpu_seconds=None),
+            ("ablation", "p", "wide", 1): dict(base, cpu_seconds=0.25 * hour)}  # recorded before the field
+    tasks = [*done, ("ablation", "p", "narrow", 0)]
+    totals = study_totals(tasks, done)
+    assert (totals["runs"], totals["of"]) == (4, 5)
+    assert totals["cpu_hours_every_attempt"] == 1.75 and totals["runs_with_every_attempt_cpu"] == 2
+    assert totals["cpu_hours_last_attempt_only"] == 0.75 and totals["runs_with_last_attempt_cpu_only"] == 2
+    assert totals["training_hours"] == 4.0 and totals["machines"] == {"cpu, 1 thread(s)": [
+        "base seed 0", "base seed 1", "wide seed 0", "wide seed 1"]}
+    text = study_cost_text(totals)
+    assert "1.8 CPU hours over the 2 runs measured in every attempt" in text
+    assert "0.8 CPU hours over the 2 runs recorded before" in text and "at least 2.5 hours" in text
+    whole = study_totals(tasks[:2], done)
+    assert "at least" not in study_cost_text(whole) and whole["runs_with_last_attempt_cpu_only"] == 0
+
+
 def test_each_preset_keeps_its_snapshots_in_its_own_folder(monkeypatch, tmp_path):
     """A quick or tiny run (a test, a first look) never replaces the snapshots of a default study in progress."""
     import transformer_zoo.analysis.reproduce as package

@@ -333,6 +333,39 @@ def test_a_run_stopped_mid_way_resumes_from_its_snapshot_to_the_same_weights(tin
         torch.testing.assert_close(other.state_dict()[name], tensor, rtol=0, atol=0)
 
 
+def test_a_resumed_run_counts_the_cpu_time_of_its_earlier_attempts(tiny_translator, tmp_path):
+    """The study's CPU hours cover every attempt of a run: the snapshot carries the training CPU time so far, the
+    resumed run adds its own to it and says how much came before. A snapshot written before CPU time was carried
+    makes the earlier time unknown (None), never zero."""
+    _, tokenizer = tiny_translator
+    features = encode_pairs(tokenizer, TOY_SOURCES * 8, TOY_TARGETS * 8, 16)
+    options = dict(steps=30, max_tokens=32, learning_rate=1e-2, warmup_steps=5, seed=3, eval_every=5,
+                   progress=False, snapshot_every=10, snapshot_key="k")
+
+    def fresh():
+        torch.manual_seed(7)
+        return ZooSeq2SeqForConditionalGeneration(tiny_translator[0].config)
+
+    straight = train_translation(fresh(), features, **options, snapshot=tmp_path / "straight.snapshot")
+    assert straight.earlier_cpu_seconds == 0.0 and straight.cpu_seconds > 0.0
+    snapshot = tmp_path / "run.snapshot"
+    with pytest.raises(_Stop):
+        train_translation(fresh(), features, evaluate=_stop_at_fifth_evaluation(features), snapshot=snapshot,
+                          **options)
+    saved = torch.load(snapshot, weights_only=True)["result"]
+    assert saved["steps"] == 20 and saved["cpu_seconds"] > 0.0
+    older = tmp_path / "older.snapshot"  # the same state as a snapshot from before the field was added
+    state = torch.load(snapshot, weights_only=True)
+    del state["result"]["cpu_seconds"], state["result"]["earlier_cpu_seconds"]
+    torch.save(state, older)
+
+    resumed = train_translation(fresh(), features, snapshot=snapshot, **options)
+    assert resumed.earlier_cpu_seconds == saved["cpu_seconds"]
+    assert resumed.cpu_seconds > resumed.earlier_cpu_seconds
+    from_older = train_translation(fresh(), features, snapshot=older, **options)
+    assert from_older.steps == 30 and from_older.earlier_cpu_seconds is None and from_older.cpu_seconds is None
+
+
 def test_a_longer_budget_continues_a_finished_runs_state_to_the_weights_of_a_longer_run(tiny_translator, tmp_path):
     """keep_final_state: a run of 20 steps leaves its last state; the same run given 30 steps continues from it and
     ends with the weights (averaged checkpoints included) of a 30-step run trained straight through, bit for bit.

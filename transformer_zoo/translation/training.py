@@ -100,6 +100,10 @@ class TrainingResult:
     evaluations: list[dict] = field(default_factory=list)
     averaged: int = 1  # how many checkpoints the returned weights average
     diverged: bool = False
+    # This process's CPU time in the training loop over every attempt (a snapshot carries the earlier attempts'),
+    # and of it the attempts before this one: None where an earlier attempt's snapshot was written without it.
+    cpu_seconds: float | None = 0.0
+    earlier_cpu_seconds: float | None = 0.0
 
 
 def train_translation(model, features: PairFeatures, *, steps: int, max_tokens: int, learning_rate: float,
@@ -182,6 +186,8 @@ def train_translation(model, features: PairFeatures, *, steps: int, max_tokens: 
             result = TrainingResult(**state["result"])
             result.loss_curve = [tuple(point) for point in result.loss_curve]
             first_step, seconds_before = result.steps + 1, result.seconds
+            # (a snapshot from before CPU time was carried: the earlier attempts' is unknown, not zero)
+            result.earlier_cpu_seconds = result.cpu_seconds = state["result"].get("cpu_seconds")
             if state["steps"] == steps and not state.get("finished"):
                 logger.warning(f"{description}: resuming from the snapshot at step {done} of {steps}.")
             else:
@@ -197,6 +203,13 @@ def train_translation(model, features: PairFeatures, *, steps: int, max_tokens: 
                 "result": asdict(result)}
 
     started = time.perf_counter() - seconds_before
+    cpu_started = time.process_time()
+
+    def note_times() -> None:
+        result.seconds = time.perf_counter() - started
+        if result.earlier_cpu_seconds is not None:
+            result.cpu_seconds = result.earlier_cpu_seconds + time.process_time() - cpu_started
+
     bar = tqdm(total=steps, initial=first_step - 1, desc=description, disable=not progress, leave=False,
                dynamic_ncols=True)
     model.train()
@@ -239,11 +252,11 @@ def train_translation(model, features: PairFeatures, *, steps: int, max_tokens: 
             result.evaluations.append({"step": step, "averaged": 1, **evaluate(model)})
             model.train()
         if snapshot is not None and snapshot_every and step % snapshot_every == 0 and step != steps:
-            result.seconds = time.perf_counter() - started
+            note_times()
             _write_snapshot(snapshot, training_state(finished=False))
         bar.update(1)
     bar.close()
-    result.seconds = time.perf_counter() - started
+    note_times()
     if snapshot is not None:
         if keep_final_state and not result.diverged:
             _write_snapshot(snapshot, training_state(finished=True))  # before averaging: a longer budget goes on

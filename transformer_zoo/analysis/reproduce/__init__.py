@@ -27,7 +27,8 @@ from .copy_task import (COPY_ARMS, COPY_BOS, COPY_EOS, COPY_FIRST_DIGIT, COPY_PA
 from .extrapolation import EXTRAPOLATION_TOLERANCE, ExtrapolationSettings, extrapolation_claims, run_extrapolation
 from .norm import NormSettings, norm_claims, run_norm
 from .runner import EXPERIMENTS, PRESETS, REGISTRY, TITLES, Preset, run_experiment, write_index, write_report
-from .translation import default_model_claims, finished_runs, run_translation, settings_from_dict
+from .translation import default_model_claims, run_translation
+from .translation_runs import finished_runs, settings_from_dict
 from .translation_setup import ModelShape, TranslationSettings
 from .translation_table3 import CLAIMS, TABLE3_ROWS, Claim, Criterion, decide, row_shape, table3_claims
 

@@ -25,7 +25,6 @@ repeated, and `report_only` writes the report from what is finished, marking wha
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import time
@@ -40,9 +39,10 @@ from transformers.utils import logging
 
 from ..figures import pyplot, save_figure
 from .common import Experiment, json_ready, setup_line, verdict, verdict_table
-from .translation_setup import (DATA_VERSION, LANGUAGE_PAIRS, ModelShape, PairData, TranslationSettings, build_model, for_pair,
+from .translation_setup import (LANGUAGE_PAIRS, ModelShape, PairData, TranslationSettings, build_model, for_pair,
                                 load_pair, snapshot_options, source_sentences, split_features, steps_for)
-from .translation_table3 import (TABLE3_ROWS, plot_table3, row_settings, summarise, table3_claims, table3_markdown,
+from .translation_runs import default_settings, finished_runs, shorter_budgets, study_totals
+from .translation_table3 import (TABLE3_ROWS, plot_table3, summarise, table3_claims, table3_markdown,
                                  train_row)
 
 logger = logging.get_logger(__name__)
@@ -110,6 +110,7 @@ def train_default_model(pair: PairData, settings: TranslationSettings, seed: int
         "parameters": sum(p.numel() for p in model.parameters()),
         "steps": training.steps, "target_tokens": training.target_tokens, "epochs": settings.epochs,
         "train_seconds": training.seconds, "decode_seconds": decode_seconds,
+        "earlier_attempts_cpu_seconds": training.earlier_cpu_seconds,
         "checkpoints_averaged": training.averaged, "diverged": training.diverged,
         "loss_curve": training.loss_curve, "dev_evaluations": training.evaluations,
         "test_bleu": scores["bleu"], "test_chrf": scores["chrf"], "test_loss": test_loss["loss"],
@@ -187,107 +188,6 @@ def budget_claims(budgets: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[di
     return claims
 
 
-def default_settings(settings: TranslationSettings, name: str) -> dict[str, Any]:
-    """Everything a pair's default model depends on (besides its seed): a finished run counts only if these match."""
-    settings = for_pair(settings, name)
-    return {"pair": name, "data_version": DATA_VERSION, "split_long_paragraphs": settings.split_long_paragraphs,
-            "held_out": settings.held_out, "max_examples": settings.max_examples,
-            "vocab_size": settings.vocab_size, "max_length": settings.max_length, "model": asdict(settings.model),
-            "epochs": settings.epochs, "max_tokens": settings.max_tokens, "learning_rate": settings.learning_rate,
-            "warmup_steps": settings.warmup_steps, "average_last": settings.average_last,
-            "checkpoint_every": settings.checkpoint_every, "num_beams": settings.num_beams,
-            "length_penalty": settings.length_penalty, "dev_bleu_sentences": settings.dev_bleu_sentences,
-            "samples": settings.samples}
-
-
-def settings_from_dict(values: Mapping[str, Any]) -> TranslationSettings:
-    """The `TranslationSettings` a report's JSON recorded (unknown keys from other versions are ignored)."""
-    known = {field.name for field in dataclasses.fields(TranslationSettings)}
-    fields = {key: value for key, value in values.items() if key in known}
-    for key in ("model", "ablation_model"):
-        if isinstance(fields.get(key), Mapping):
-            fields[key] = ModelShape(**fields[key])
-    for key in ("pairs", "ablation_rows"):
-        if isinstance(fields.get(key), list):
-            fields[key] = tuple(fields[key])
-    return TranslationSettings(**fields)
-
-
-def _expected(task: tuple, settings: TranslationSettings) -> dict[str, Any]:
-    kind, name, row, _ = task
-    expected = default_settings(settings, name) if kind == "default" else row_settings(settings, row)
-    return json.loads(json.dumps(expected))  # as a JSON line records it (tuples become lists)
-
-
-def finished_runs(settings: TranslationSettings, tasks: Sequence[tuple]) -> dict[tuple, dict[str, Any]]:
-    """The tasks already done: lines of `settings.partial_file`, then runs of `settings.previous_report`, each kept
-    only if it recorded the settings the task would run with now."""
-    wanted = {task: _expected(task, settings) for task in tasks}
-    found: dict[tuple, dict[str, Any]] = {}
-    if settings.previous_report and Path(settings.previous_report).exists():
-        report = json.loads(Path(settings.previous_report).read_text())
-        recorded = settings_from_dict(report.get("settings", {}))
-        for name, output in report.get("pairs", {}).items():
-            task = ("default", name, None, output.get("seed", report["seeds"][0]))
-            # Reports written before runs carried their settings: the report's own settings stand for them, with
-            # the data of that time (version 1).
-            output = dict(output, task_settings=output.get("task_settings") or
-                          dict(_expected(task, recorded), data_version=1))
-            if wanted.get(task) == output["task_settings"]:
-                found[task] = output
-        for output in report.get("runs", []):
-            task = ("ablation", report.get("ablation_pair"), output["arm"], output["seed"])
-            if wanted.get(task) is not None and wanted[task] == output.get("row_settings"):
-                found[task] = output
-    if settings.partial_file and Path(settings.partial_file).exists():
-        for line in Path(settings.partial_file).read_text(encoding="utf-8").splitlines():
-            if not line.strip():
-                continue
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:  # a line cut off by a kill mid-write: that run is simply done again
-                logger.warning(f"{settings.partial_file}: skipping an unreadable line (a run cut off while written)")
-                continue
-            task = tuple(entry["task"])
-            output = entry["output"]
-            recorded = output.get("task_settings") if task[0] == "default" else output.get("row_settings")
-            if wanted.get(task) is not None and wanted[task] == recorded:
-                found[task] = output
-    return found
-
-
-# What the report keeps of a shorter budget's run (not its samples or loss curve: the longer run has its own).
-BUDGET_FIELDS = ("epochs", "steps", "test_bleu", "test_chrf", "retrieval_bleu", "retrieval_chrf", "copy_bleu",
-                 "copy_chrf", "test_loss", "train_seconds", "dev_evaluations", "decoding", "language_pair", "pair",
-                 "test_sentences", "checkpoints_averaged")
-
-
-def shorter_budgets(settings: TranslationSettings, tasks: Sequence[tuple]) -> dict[str, list[dict[str, Any]]]:
-    """Each default model's finished runs at fewer epochs than it now trains, with every other setting the same: the
-    budgets it was continued from (a longer budget continues a shorter one's final state), fewest epochs first. The
-    report shows them beside the longer run, so a budget raised after seeing numbers leaves the earlier numbers, and
-    their verdict, in view."""
-    found: dict[str, dict[float, dict[str, Any]]] = {}
-    if not (settings.partial_file and Path(settings.partial_file).exists()):
-        return {}
-    wanted = {task[1]: _expected(task, settings) for task in tasks if task[0] == "default"}
-    for line in Path(settings.partial_file).read_text(encoding="utf-8").splitlines():
-        try:
-            entry = json.loads(line) if line.strip() else None
-        except json.JSONDecodeError:
-            continue
-        if not entry or entry["task"][0] != "default" or entry["task"][1] not in wanted:
-            continue
-        name, output = entry["task"][1], entry["output"]
-        recorded, expected = output.get("task_settings") or {}, wanted[name]
-        same = ({k: v for k, v in recorded.items() if k != "epochs"} == {k: v for k, v in expected.items()
-                                                                         if k != "epochs"})
-        if same and recorded.get("epochs", expected["epochs"]) < expected["epochs"]:
-            found.setdefault(name, {})[recorded["epochs"]] = {key: output[key] for key in BUDGET_FIELDS
-                                                               if key in output}
-    return {name: [runs[epochs] for epochs in sorted(runs)] for name, runs in found.items()}
-
-
 # ================================================================================================ the experiment
 @functools.lru_cache(maxsize=2)
 def _cached_pair(name: str, held_out: int, max_examples: int | None, vocab_size: int, max_length: int,
@@ -336,7 +236,9 @@ def _run_task(task: tuple, settings: TranslationSettings, progress: bool) -> dic
     else:
         output = train_row(pair, settings, row, seed, progress)
         output["data"] = pair.description
-    output["cpu_seconds"] = time.process_time() - cpu_started  # this process's; summed over workers by the caller
+    # This attempt's CPU time (summed over workers by the caller); a run resumed from a snapshot also recorded its
+    # earlier attempts' training CPU time (`earlier_attempts_cpu_seconds`; None where a snapshot predates it).
+    output["cpu_seconds"] = time.process_time() - cpu_started
     output.update(started_at=started_at, finished_at=time.time(), threads=torch.get_num_threads(),
                   device=device_name(settings.device))
     return output
@@ -397,34 +299,17 @@ def run_translation(settings: TranslationSettings, seeds: Sequence[int], progres
                 kind, name, row, seed = task
                 logger.warning(f"translation: finished {count}/{len(todo)} ({kind} {row or name}, seed {seed}, "
                                f"{done[task]['seconds'] / 60:.1f} min)")
-    outputs = [done[task] for task in tasks if task in done]
     pairs = {task[1]: done[task] for task in tasks if task[0] == "default" and task in done}
     runs = [done[task] for task in tasks if task[0] == "ablation" and task in done]
     summary = summarise(runs, rows)
-    known_cpu = [output["cpu_seconds"] for output in outputs if output.get("cpu_seconds") is not None]
-    # Which runs ran where (runs from before devices were recorded ran on this project's CPUs).
-    machines: dict[str, list[str]] = {}
-    for task in tasks:
-        if task in done:
-            kind, name, row, seed = task
-            output = done[task]
-            where = f"{output.get('device', 'cpu')}, {output.get('threads', '?')} thread(s)"
-            machines.setdefault(where, []).append(f"{row} seed {seed}" if kind == "ablation" else name)
-    spans = [(output["started_at"], output["finished_at"]) for output in outputs if "started_at" in output]
     budgets = shorter_budgets(settings, tasks)
     # A row with seeds still to run decides no claim yet (its spread is not known).
     pending = {task[2] for task in tasks if task[0] == "ablation" and task not in done}
     claims = table3_claims(summary, pending)
     return {"experiment": "translation", "settings": asdict(settings), "seeds": list(seeds), "pairs": pairs,
-            "worker_cpu_seconds": new_cpu, "complete": len(outputs) == len(tasks),
+            "worker_cpu_seconds": new_cpu, "complete": all(task in done for task in tasks),
             "missing": [list(task) for task in tasks if task not in done],
-            "study": {"runs": len(outputs), "of": len(tasks), "cpu_hours_known": sum(known_cpu) / 3600,
-                      "runs_with_cpu_time": len(known_cpu), "machines": machines,
-                      "run_hours": sum(output["seconds"] for output in outputs) / 3600,
-                      # every attempt's training (a snapshot carries the time of the attempts before it)
-                      "training_hours": sum(output.get("train_seconds", 0.0) for output in outputs) / 3600,
-                      "first_start_to_last_finish_hours": (max(e for _, e in spans) - min(s for s, _ in spans)) / 3600
-                      if spans else None},
+            "study": study_totals(tasks, done),
             "ablation_pair": settings.pairs[0],
             "ablation_data": next((run["data"] for run in runs if "data" in run), None)
             or (pairs[settings.pairs[0]]["data"] if settings.pairs[0] in pairs else settings.pairs[0]),
@@ -454,6 +339,29 @@ def pair_override_text(overrides: Mapping[str, Mapping[str, Any]]) -> str:
     return (" Other budgets: " + "; ".join(parts) + ".") if parts else ""
 
 
+def study_cost_text(study: Mapping[str, Any]) -> str:
+    """The study's training time and CPU time in words, each saying what it covers (`study_totals`)."""
+    parts = []
+    if study.get("training_hours"):
+        parts.append(f"{study['training_hours']:.1f} hours of training in all, every attempt of every run counted")
+    parts.append(f"{study['run_hours']:.1f} hours of run time counting only the last attempt of a run resumed from a "
+                 "snapshot")
+    if "cpu_hours_every_attempt" not in study:  # a report from before CPU time was carried across attempts
+        known = study.get("runs_with_cpu_time", 0)
+        return "; ".join(parts) + (f" ({study['cpu_hours_known']:.1f} CPU hours over the {known} runs that "
+                                   "recorded it, also the last attempts')" if known else "")
+    whole, partial = study["runs_with_every_attempt_cpu"], study["runs_with_last_attempt_cpu_only"]
+    if whole:
+        parts.append(f"{study['cpu_hours_every_attempt']:.1f} CPU hours over the {whole} runs measured in every "
+                     "attempt")
+    if partial:
+        parts.append(f"{study['cpu_hours_last_attempt_only']:.1f} CPU hours over the {partial} runs recorded before "
+                     "CPU time was carried across attempts (only the last attempt of any of them resumed from a "
+                     "snapshot), so the CPU total is at least "
+                     f"{study['cpu_hours_every_attempt'] + study['cpu_hours_last_attempt_only']:.1f} hours")
+    return "; ".join(parts)
+
+
 def translation_markdown(results: Mapping[str, Any]) -> str:
     s = results["settings"]
     m = s["model"]
@@ -469,18 +377,12 @@ def translation_markdown(results: Mapping[str, Any]) -> str:
     if not (s.get("report_only") or s.get("resume")):  # a resumed study's own wall time is not the study's
         lines += [setup_line(results), ""]
     if study:
-        cpu = (f"{study['cpu_hours_known']:.1f} CPU hours over the {study['runs_with_cpu_time']} runs that recorded "
-               "it" if study["runs_with_cpu_time"] else "CPU time not recorded")
         span = (f"; {study['first_start_to_last_finish_hours']:.1f} h from the first run's start to the last one's "
                 "end" if study.get("first_start_to_last_finish_hours") else "")
         where = where_runs_ran(study.get("machines", {}))
-        training = (f"{study['training_hours']:.1f} hours of training in all, every attempt of every run counted; "
-                    if study.get("training_hours") else "")
-        lines += [f"The whole study: {study['runs']} of {study['of']} runs finished, {training}"
-                  f"{study['run_hours']:.1f} hours of run time counting only the last attempt of a run resumed from "
-                  f"a snapshot ({cpu}, also the last attempts'{span}); where they ran: {where or 'not recorded'}; seeds "
-                  f"{', '.join(map(str, results['seeds']))}, mean ± sample standard deviation.",
-                  ""]
+        lines += [f"The whole study: {study['runs']} of {study['of']} runs finished; {study_cost_text(study)}{span}; "
+                  f"where they ran: {where or 'not recorded'}; seeds {', '.join(map(str, results['seeds']))}, mean ± "
+                  "sample standard deviation.", ""]
     # A partial report names the default models still training, in the table they will fill.
     waiting = [task[1] for task in results.get("missing") or [] if task[0] == "default"]
     if results["pairs"] or waiting or results.get("shorter_budgets"):

@@ -125,7 +125,8 @@ def train_row(pair: PairData, settings: TranslationSettings, row: str, seed: int
               "row_settings": row_settings(settings, row), "settings": asdict(shape),
               "parameters": sum(p.numel() for p in model.parameters()), "steps_done": training.steps,
               "loss_curve": training.loss_curve, "dev_curve": training.evaluations, "diverged": training.diverged,
-              "checkpoints_averaged": training.averaged, "train_seconds": training.seconds}
+              "checkpoints_averaged": training.averaged, "train_seconds": training.seconds,
+              "earlier_attempts_cpu_seconds": training.earlier_cpu_seconds}
     if training.diverged:
         record["metrics"] = {}
         record["seconds"] = time.perf_counter() - started
