@@ -567,3 +567,28 @@ def test_a_raised_budget_keeps_the_shorter_runs_numbers_and_verdict_in_the_repor
     # Bold only where a run clears its baselines: 1 epoch is level (chrF +1.06), 2 epochs clear.
     assert rows[1].startswith("| Urdu-English (hadith + Quran), 1 epochs (an earlier budget) | 20.50 | 41.00 |")
     assert rows[2].startswith("| Urdu-English (hadith + Quran), 2 epochs (an earlier budget) | **21.50** | **42.00** |")
+
+
+def test_the_table3_loss_curve_reaches_the_last_step_and_the_greedy_bleu_curve_does_not(monkeypatch, tmp_path):
+    """The dev loss at the end (last weights, before averaging) is the curve's own measure, so it ends the curve; the
+    end's BLEU is beam search on the whole dev split, another measure, so the greedy-BLEU curve stops before it."""
+    from transformer_zoo.analysis import figures
+
+    curve = [{"step": 200, "averaged": 1, "loss": 3.0, "greedy_bleu": 10.0},
+             {"step": 400, "averaged": 1, "loss": 2.5, "greedy_bleu": 15.0},
+             {"step": 500, "averaged": 1, "loss": 2.4, "beam_bleu": 20.0},
+             {"step": 500, "averaged": 5, "loss": 2.3, "beam_bleu": 21.0}]
+    runs = [{"arm": "base", "seed": seed, "dev_curve": curve, "metrics": {"test_bleu": 20.0 + seed}} for seed in (0, 1)]
+    drawn = {}
+
+    def keep(figure, path, dpi=100):
+        bleu_axes, loss_axes, _ = figure.axes
+        drawn.update(bleu=list(bleu_axes.lines[0].get_xdata()), loss=list(loss_axes.lines[0].get_ydata()),
+                     loss_steps=list(loss_axes.lines[0].get_xdata()))
+        return path
+
+    monkeypatch.setattr(figures, "save_figure", keep)
+    from transformer_zoo.analysis.reproduce.translation_table3 import plot_table3
+
+    plot_table3({"table3_rows": ["base"], "runs": runs}, tmp_path / "t.png")
+    assert drawn == {"bleu": [200, 400], "loss": [3.0, 2.5, 2.4], "loss_steps": [200, 400, 500]}

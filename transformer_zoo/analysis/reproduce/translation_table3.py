@@ -368,12 +368,14 @@ def plot_table3(results: Mapping[str, Any], path) -> Any:
         if not row_runs:
             continue
         style = dict(color=f"C{index % 10}", linestyle="-" if index < 10 else "--", label=row)
-        points = [[e for e in run["dev_curve"] if e.get("averaged", 1) == 1 and "greedy_bleu" in e] for run in row_runs]
-        length = min(len(p) for p in points)
-        if length:
-            steps = [e["step"] for e in points[0][:length]]
-            bleu_axes.plot(steps, np.mean([[e["greedy_bleu"] for e in p[:length]] for p in points], axis=0), **style)
-            loss_axes.plot(steps, np.mean([[e["loss"] for e in p[:length]] for p in points], axis=0), **style)
+        # Greedy BLEU on the first dev sentences is measured on the way only (the end is scored by beam search, a
+        # different measure, in the table); the dev loss is the same measure on the way and at the last step.
+        for axes, key in ((bleu_axes, "greedy_bleu"), (loss_axes, "loss")):
+            points = [[e for e in run["dev_curve"] if e.get("averaged", 1) == 1 and key in e] for run in row_runs]
+            length = min(len(p) for p in points)
+            if length:
+                axes.plot([e["step"] for e in points[0][:length]],
+                          np.mean([[e[key] for e in p[:length]] for p in points], axis=0), **style)
         values = [run["metrics"]["test_bleu"] for run in row_runs if run.get("metrics")]
         if values:
             bars.bar(index, np.mean(values), yerr=np.std(values, ddof=1) if len(values) > 1 else 0, capsize=3,
