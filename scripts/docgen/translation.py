@@ -78,7 +78,10 @@ def translation_notes() -> str:
                     f"steps; retrieval is better by {-margin_bleu:.1f} BLEU and {-margin_chrf:.1f} chrF")
         if name not in record["pairs"]:
             epochs = record["settings"]["pair_overrides"][name]["epochs"]
-            head += f" (its budget is raised to {epochs:g} epochs, continuing this run; that run is not finished)"
+            # The longer run continues this one's final state only where its snapshot survived on the machine that
+            # trains it; the schedule has no horizon, so a run from the start repeats these steps (seeded) either way.
+            head += (f" (its budget is raised to {epochs:g} epochs: that run repeats these {pair['steps']:,} steps, or "
+                     f"continues from them where their snapshot is kept, and goes on; it is not finished)")
         if before and after:
             head += (f"; averaging the last {pair['checkpoints_averaged']} checkpoints moved the dev split's greedy "
                      f"BLEU from {before[0]['greedy_bleu']:.2f} to {after[0]['greedy_bleu']:.2f} and its loss from "
