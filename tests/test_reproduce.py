@@ -466,6 +466,12 @@ def test_translation_quick_preset_end_to_end(tmp_path):
     markdown = (tmp_path / "translation.md").read_text()
     assert "## Table 3" in markdown and "| A | 1 head" in markdown and "Partial report" not in markdown
     assert "pieces of whole sentences, joined" in markdown
+    # The differences from the paper are this preset's own: its small base and budget, not the default study's.
+    base = record["settings"]["ablation_model"]
+    base_run = next(run for run in record["runs"] if run["arm"] == "base")
+    assert (f"a {base['layers']}+{base['layers']}-layer, width-{base['hidden_size']} base of about "
+            f"{base_run['parameters'] / 1e6:.1f} M parameters") in markdown
+    assert f"about {base_run['steps_done']:,} steps" in markdown and "7.6 M" not in markdown
     for run in record["runs"]:  # the dev curve during training, and the end: last weights, then the average
         assert [e["averaged"] for e in run["dev_curve"]][-2:] == [1, 3] and "greedy_bleu" in run["dev_curve"][0]
 
