@@ -598,3 +598,19 @@ def test_the_table3_loss_curve_reaches_the_last_step_and_the_greedy_bleu_curve_d
 
     plot_table3({"table3_rows": ["base"], "runs": runs}, tmp_path / "t.png")
     assert drawn == {"bleu": [200, 400], "loss": [3.0, 2.5, 2.4], "loss_steps": [200, 400, 500]}
+
+
+def test_report_index_gives_a_study_its_own_cost_not_the_render_time(tmp_path):
+    """A study assembled from runs of several processes (rendered with --report-only, or resumed) is indexed by
+    its runs and training hours; a one-process experiment by that process's wall and CPU time."""
+    claim = {"claim": "a claim", "held": True, "evidence": "numbers"}
+    (tmp_path / "norm.json").write_text(json.dumps(
+        {"preset": "default", "seeds": [0, 1, 2], "seconds": 378.0, "cpu_seconds": 360.0, "claims": [claim]}))
+    (tmp_path / "translation.json").write_text(json.dumps(
+        {"preset": "default", "seeds": [0, 1], "seconds": 0.8, "cpu_seconds": 0.6, "claims": [claim, claim],
+         "study": {"runs": 12, "of": 27, "training_hours": 17.14}}))
+    index = rp.write_index(tmp_path).read_text()
+    assert "Preset `default`, 3 seeds, 6.3 min wall (6.0 min CPU); 1 of 1 claims held." in index
+    assert ("Preset `default`, 2 seeds, 12 of 27 runs finished, 17.1 h of training (the page has the study's CPU "
+            "and wall time); 2 of 2 claims held.") in index
+    assert "0.0 min wall" not in index

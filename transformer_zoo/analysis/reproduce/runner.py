@@ -124,9 +124,14 @@ def write_index(output_dir: str | Path) -> Path:
         record = json.loads(path.read_text())
         held = sum(claim["held"] for claim in record["claims"])
         cpu = f" ({record['cpu_seconds'] / 60:.1f} min CPU)" if record.get("cpu_seconds") is not None else ""
+        cost = f"{record['seconds'] / 60:.1f} min wall{cpu}"
+        study = record.get("study")
+        if study:  # runs finished by several processes: this one's time (a render, a resume) is not the study's
+            cost = (f"{study['runs']} of {study['of']} runs finished, {study['training_hours']:.1f} h of training "
+                    "(the page has the study's CPU and wall time)")
         lines += [f"## [{TITLES[name]}]({name}.md)", "",
-                  f"Preset `{record['preset']}`, {len(record['seeds'])} seeds, {record['seconds'] / 60:.1f} min "
-                  f"wall{cpu}; {held} of {len(record['claims'])} claims held.", ""]
+                  f"Preset `{record['preset']}`, {len(record['seeds'])} seeds, {cost}; {held} of "
+                  f"{len(record['claims'])} claims held.", ""]
         lines += [f"- {'held' if claim['held'] else '**not held**'}: {claim['claim']} ({claim['evidence']})"
                   for claim in record["claims"]]
         if record.get("command"):
