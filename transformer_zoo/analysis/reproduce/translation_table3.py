@@ -361,13 +361,18 @@ def differences_from_paper(results: Mapping[str, Any]) -> str:
     steps = (f", about {int(np.median([run['steps_done'] for run in base_runs])):,} steps" if base_runs else "")
     seeds = len(results["seeds"])
     data = (results.get("ablation_data") or "").split(":")[0]  # "English-Spanish (Bible): 28,792 / ..."
-    return (f"What differs from the paper: the data (the {data + ' ' if data else ''}pairs above, against 4.5 M sentence pairs of WMT 2014 "
-            f"English-German), the size (a {a['layers']}+{a['layers']}-layer, width-{a['hidden_size']} base{size} "
-            f"against 65 M), the training ({s['ablation_epochs']:g} epochs{steps} of at most {s['max_tokens']:,} padded tokens, "
-            "against 100,000 steps of 25,000 source and 25,000 target tokens), the tokenizer (a shared byte-level BPE "
-            f"of {s['vocab_size']:,} pieces against 37,000 word pieces), (B) shrinks values with keys, and the scores "
-            f"are reported on test as well as dev. {seeds} seed{'s' if seeds != 1 else ''} per row: a difference has "
-            "to clear both the seed spread and a fixed margin to count.")
+    small_dk = next((run for run in results["runs"] if run["arm"] == "small_dk"), None)
+    values = (f" ({small_dk['parameters'] / 1e6:.2f} M parameters against the base's "
+              f"{base_runs[0]['parameters'] / 1e6:.2f} M, where the paper's d_k = 16 row had 58 M against 65 M: "
+              "what it loses is capacity as well as key size)" if small_dk and base_runs else "")
+    return (f"What differs from the paper: the data (the {data + ' ' if data else ''}pairs above, against 4.5 M "
+            f"sentence pairs of WMT 2014 English-German), the size (a {a['layers']}+{a['layers']}-layer, "
+            f"width-{a['hidden_size']} base{size} against 65 M), the training ({s['ablation_epochs']:g} "
+            f"epochs{steps} of at most {s['max_tokens']:,} padded tokens, against 100,000 steps of 25,000 source and "
+            "25,000 target tokens), the tokenizer (a shared byte-level BPE of "
+            f"{s['vocab_size']:,} pieces against 37,000 word pieces), (B) shrinks values with keys{values}, and the "
+            f"scores are reported on test as well as dev. {seeds} seed{'s' if seeds != 1 else ''} per row: a "
+            "difference has to clear both the seed spread and a fixed margin to count.")
 
 
 def plot_table3(results: Mapping[str, Any], path) -> Any:
