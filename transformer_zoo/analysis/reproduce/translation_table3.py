@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from .common import clearly_better, format_mean_std, mean_std
-from .translation_setup import (DATA_VERSION, ModelShape, PairData, TranslationSettings, build_model,
+from .translation_setup import (DATA_VERSION, LANGUAGE_PAIRS, ModelShape, PairData, TranslationSettings, build_model,
                                 snapshot_options, split_features, steps_for)
 
 # row -> (table-3 group, label, ModelShape fields over the ablation base, the paper's nearest row, its dev
@@ -360,7 +360,8 @@ def differences_from_paper(results: Mapping[str, Any]) -> str:
     size = f" of about {base_runs[0]['parameters'] / 1e6:.1f} M parameters" if base_runs else ""
     steps = (f", about {int(np.median([run['steps_done'] for run in base_runs])):,} steps" if base_runs else "")
     seeds = len(results["seeds"])
-    data = (results.get("ablation_data") or "").split(":")[0]  # "English-Spanish (Bible): 28,792 / ..."
+    pair = results.get("ablation_pair")
+    data = LANGUAGE_PAIRS.get(pair, pair) if pair else ""
     small_dk = next((run for run in results["runs"] if run["arm"] == "small_dk"), None)
     values = (f" ({small_dk['parameters'] / 1e6:.2f} M parameters against the base's "
               f"{base_runs[0]['parameters'] / 1e6:.2f} M, where the paper's d_k = 16 row had 58 M against 65 M: "
