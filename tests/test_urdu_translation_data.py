@@ -29,6 +29,9 @@ def test_no_held_out_classification_paragraph_is_in_any_translation_split(splits
     # the translate-test paragraphs are exactly the ones left out: the task's test split
     task_test = load_corpus("hadith-ur", seed=0, validation_fraction=0.1, test_fraction=0.1)["test"]["text"]
     assert set(task_test) <= held_out_urdu
+    # read once per process (each Urdu translation corpus asks for them), and frozen so no caller can change them
+    assert classification_held_out() is classification_held_out()
+    assert isinstance(held_out_urdu, frozenset) and isinstance(held_out_english, frozenset)
 
 
 def test_both_directions_share_their_splits(splits):

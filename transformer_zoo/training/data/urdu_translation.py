@@ -20,6 +20,7 @@ counts them.
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
 
 import datasets
 
@@ -31,7 +32,7 @@ RESERVED_DATA_SEED = 0  # the domain-adaptation recipe's --data_seed default: th
 DIRECTIONS = {"urdu-translation-en-ur": ("en", "ur"), "urdu-translation-ur-en": ("ur", "en")}
 
 
-def urdu_translation_pairs(name: str, reserved_urdu: set[str], reserved_english: set[str],
+def urdu_translation_pairs(name: str, reserved_urdu: AbstractSet[str], reserved_english: AbstractSet[str],
                            quran_folder) -> tuple[datasets.Dataset, dict[str, int]]:
     """The pairs of `name` (a key of DIRECTIONS) with the reserved paragraphs left out, and how many of each kind
     were kept and left out."""
