@@ -453,7 +453,7 @@ def test_translation_quick_preset_end_to_end(tmp_path):
     for pair, numbers in record["pairs"].items():
         # Retrieving a training target shares words with the reference; copying English into Spanish/Urdu barely.
         assert numbers["retrieval_bleu"] > numbers["copy_bleu"], pair
-        assert numbers["checkpoints_averaged"] == 3
+        assert numbers["checkpoints_averaged"] == 3 and numbers["decoding"]["extra_length"] == 10
         curve = [loss for _, loss in numbers["loss_curve"]]
         assert curve[-1] < curve[0] - 0.5  # it trained
         assert len(numbers["samples"]) == 3 and all(sample["reference"] for sample in numbers["samples"])
@@ -531,6 +531,33 @@ def test_translation_study_resumes_after_a_kill_and_reports_what_is_finished(tmp
                                    previous_report=str(tmp_path / "translation.json"))
     found = rp.finished_runs(settings, [("ablation", "bible-en-es", "base", 0), ("default", "bible-en-es", None, 0)])
     assert list(found) == [("default", "bible-en-es", None, 0)]
+
+
+def test_a_decoding_length_limit_other_than_the_papers_is_part_of_a_runs_settings(tmp_path):
+    """The quick preset decodes to the source + 10 tokens, the paper to + 50: a run decoded one way does not count as
+    finished for a study decoding the other; runs recorded before the limit was a setting (all at + 50, without the
+    key) still count, so a default study in progress resumes; the report names a limit other than the paper's."""
+    from transformer_zoo.analysis.reproduce import translation as study
+    from transformer_zoo.analysis.reproduce.translation_table3 import row_settings
+
+    paper = dataclasses.replace(rp.PRESETS["tiny"].translation, partial_file=str(tmp_path / "runs.jsonl"), resume=True)
+    assert paper.decode_extra_length == 50 and rp.PRESETS["quick"].translation.decode_extra_length == 10
+    shorter = dataclasses.replace(paper, decode_extra_length=10)
+    tasks = [("default", "bible-en-es", None, 0), ("ablation", "bible-en-es", "base", 0)]
+    recorded_before = {"default": study.default_settings(paper, "bible-en-es"),
+                       "ablation": row_settings(paper, "base")}
+    assert "decode_extra_length" not in recorded_before["default"] | recorded_before["ablation"]
+    assert study.default_settings(shorter, "bible-en-es")["decode_extra_length"] == 10
+    assert row_settings(shorter, "base")["decode_extra_length"] == 10
+    key = {"default": "task_settings", "ablation": "row_settings"}
+    lines = [json.dumps({"task": list(task), "output": {key[task[0]]: recorded_before[task[0]], "arm": "base"}})
+             for task in tasks]
+    (tmp_path / "runs.jsonl").write_text("\n".join(lines) + "\n")
+    assert set(study.finished_runs(paper, tasks)) == set(tasks)
+    assert study.finished_runs(shorter, tasks) == {}
+    assert study.decoding_limit_text({"num_beams": 4}) == ""  # a report written before the setting
+    assert study.decoding_limit_text({"decode_extra_length": 10}) == (
+        ", outputs up to the longest source + 10 tokens (the paper: + 50)")
 
 
 def test_a_raised_budget_keeps_the_shorter_runs_numbers_and_verdict_in_the_report(tmp_path):

@@ -39,8 +39,9 @@ from transformers.utils import logging
 
 from ..figures import pyplot, save_figure
 from .common import Experiment, json_ready, setup_line, verdict, verdict_table
-from .translation_setup import (LANGUAGE_PAIRS, ModelShape, PairData, TranslationSettings, build_model, for_pair,
-                                load_pair, snapshot_options, source_sentences, split_features, steps_for)
+from .translation_setup import (LANGUAGE_PAIRS, ModelShape, PairData, TranslationSettings, build_model,
+                                decoding_limit_text, for_pair, load_pair, snapshot_options, source_sentences,
+                                split_features, steps_for)
 from .translation_runs import default_settings, finished_runs, shorter_budgets, study_totals
 from .translation_table3 import (TABLE3_ROWS, plot_table3, summarise, table3_claims, table3_markdown,
                                  train_row)
@@ -68,7 +69,8 @@ def train_default_model(pair: PairData, settings: TranslationSettings, seed: int
 
     def evaluate(current):
         scores = evaluate_loss(current, pair.dev, settings.max_tokens * 2)
-        hypotheses = translate(current, pair.tokenizer, dev_sources, num_beams=1, batch_size=64)
+        hypotheses = translate(current, pair.tokenizer, dev_sources, num_beams=1, batch_size=64,
+                               extra_length=settings.decode_extra_length)
         scores["greedy_bleu"] = corpus_scores(hypotheses, dev_references)["bleu"]
         return scores
 
@@ -88,6 +90,7 @@ def train_default_model(pair: PairData, settings: TranslationSettings, seed: int
     long_sources: dict[str, int] = {}
     hypotheses = translate(model, pair.tokenizer, sources, num_beams=settings.num_beams,
                            length_penalty=settings.length_penalty, batch_size=32, progress=progress,
+                           extra_length=settings.decode_extra_length,
                            max_source_tokens=settings.max_length,
                            split_sentences=sentence_splitter(source_sentences(pair.name)), counts=long_sources)
     decode_seconds = time.perf_counter() - decode_started
@@ -120,6 +123,7 @@ def train_default_model(pair: PairData, settings: TranslationSettings, seed: int
         "sacrebleu_signature": scores["bleu_signature"], "chrf_signature": scores["chrf_signature"],
         "test_sentences": len(sources), "decoding": {"num_beams": settings.num_beams,
                                                      "length_penalty": settings.length_penalty,
+                                                     "extra_length": settings.decode_extra_length,
                                                      "pieces_within_tokens": settings.max_length,
                                                      "long_sources": long_sources},
         "samples": [{"source": s, "reference": r, "translation": h}
@@ -371,7 +375,8 @@ def translation_markdown(results: Mapping[str, Any]) -> str:
              f"{m['label_smoothing']}; {s['epochs']} epochs of batches of at most {s['max_tokens']} padded tokens, "
              f"peak learning rate {s['learning_rate']} after {s['warmup_steps']} warmup steps (inverse square "
              f"root), the last {s['average_last']} checkpoints ({s['checkpoint_every']} steps apart) averaged, beam "
-             f"{s['num_beams']}, length penalty {s['length_penalty']}. One seed ({results['seeds'][0]}) per pair."
+             f"{s['num_beams']}, length penalty {s['length_penalty']}{decoding_limit_text(s)}. One seed "
+             f"({results['seeds'][0]}) per pair."
              + pair_override_text(s.get("pair_overrides") or {}), ""]
     study = results.get("study")
     if not (s.get("report_only") or s.get("resume")):  # a resumed study's own wall time is not the study's
@@ -481,14 +486,16 @@ EXPERIMENT = Experiment(
             ablation_model=ModelShape(hidden_size=32, layers=1, heads=4, intermediate_size=64),
             ablation_epochs=0.5, ablation_warmup_steps=2, ablation_curve_points=2, dev_bleu_sentences=10,
             samples=2),
-        # Seconds: every row on 2,000 pairs per corpus and 1-layer models of width 64 (tests run it end to end).
+        # About a minute: every row on 1,000 pairs per corpus and 1-layer models of width 64 (tests run it end to end).
+        # Beam search is most of its time (every beam of a model that has not learnt to stop runs to the length
+        # limit): 32 dev and test sentences, one batch each, and outputs up to the source + 10 tokens.
         "quick": TranslationSettings(
             pair_overrides={name: {"max_length": 96, "split_long_paragraphs": True}
                             for name in ("urdu-translation-en-ur", "urdu-translation-ur-en")},
-            max_examples=2000, held_out=100, vocab_size=1000, max_length=64, model=ModelShape(**_SMALL), epochs=1.0,
-            max_tokens=1024, warmup_steps=20, average_last=3, checkpoint_every=5,
+            max_examples=1000, held_out=32, vocab_size=1000, max_length=64, model=ModelShape(**_SMALL), epochs=1.0,
+            max_tokens=1024, warmup_steps=20, average_last=3, checkpoint_every=5, decode_extra_length=10,
             ablation_model=ModelShape(**_SMALL), ablation_epochs=0.5, ablation_warmup_steps=10,
-            ablation_curve_points=2, dev_bleu_sentences=50, samples=3),
+            ablation_curve_points=2, dev_bleu_sentences=32, samples=3),
         "default": TranslationSettings(),
         "full": TranslationSettings(
             model=ModelShape(hidden_size=512, layers=6, heads=8, intermediate_size=2048), epochs=20.0,

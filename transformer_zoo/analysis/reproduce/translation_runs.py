@@ -16,7 +16,7 @@ from typing import Any
 
 from transformers.utils import logging
 
-from .translation_setup import DATA_VERSION, ModelShape, TranslationSettings, for_pair
+from .translation_setup import DATA_VERSION, ModelShape, TranslationSettings, decoding_fingerprint, for_pair
 from .translation_table3 import row_settings
 
 logger = logging.get_logger(__name__)
@@ -32,7 +32,7 @@ def default_settings(settings: TranslationSettings, name: str) -> dict[str, Any]
             "warmup_steps": settings.warmup_steps, "average_last": settings.average_last,
             "checkpoint_every": settings.checkpoint_every, "num_beams": settings.num_beams,
             "length_penalty": settings.length_penalty, "dev_bleu_sentences": settings.dev_bleu_sentences,
-            "samples": settings.samples}
+            "samples": settings.samples, **decoding_fingerprint(settings)}
 
 
 def settings_from_dict(values: Mapping[str, Any]) -> TranslationSettings:

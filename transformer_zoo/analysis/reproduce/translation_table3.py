@@ -35,7 +35,8 @@ import numpy as np
 
 from .common import clearly_better, format_mean_std, mean_std
 from .translation_setup import (DATA_VERSION, LANGUAGE_PAIRS, ModelShape, PairData, TranslationSettings, build_model,
-                                snapshot_options, split_features, steps_for)
+                                decoding_fingerprint, decoding_limit_text, snapshot_options, split_features,
+                                steps_for)
 
 # row -> (table-3 group, label, ModelShape fields over the ablation base, the paper's nearest row, its dev
 # perplexity and BLEU on newstest2013). The paper's base: 6 layers, d_model 512, 8 heads, d_k 64; PPL 4.92, BLEU 25.8.
@@ -80,7 +81,7 @@ def row_settings(settings: TranslationSettings, row: str) -> dict[str, Any]:
             "warmup_steps": settings.ablation_warmup_steps, "average_last": settings.average_last,
             "checkpoint_every": settings.checkpoint_every, "num_beams": settings.num_beams,
             "length_penalty": settings.length_penalty, "curve_points": settings.ablation_curve_points,
-            "dev_bleu_sentences": settings.dev_bleu_sentences}
+            "dev_bleu_sentences": settings.dev_bleu_sentences, **decoding_fingerprint(settings)}
 
 
 # ================================================================================================ one row
@@ -101,14 +102,15 @@ def train_row(pair: PairData, settings: TranslationSettings, row: str, seed: int
     def curve_point(current):  # cheap: greedy decoding of the first dev sentences
         scores = evaluate_loss(current, pair.dev, eval_tokens)
         hypotheses = translate(current, pair.tokenizer, dev_sources[: settings.dev_bleu_sentences], num_beams=1,
-                               batch_size=64)
+                               batch_size=64, extra_length=settings.decode_extra_length)
         scores["greedy_bleu"] = corpus_scores(hypotheses, dev_references[: settings.dev_bleu_sentences])["bleu"]
         return scores
 
     def final(current):  # as the paper scores: beam search on the whole dev split
         scores = evaluate_loss(current, pair.dev, eval_tokens)
         hypotheses = translate(current, pair.tokenizer, dev_sources, num_beams=settings.num_beams,
-                               length_penalty=settings.length_penalty, batch_size=32)
+                               length_penalty=settings.length_penalty, batch_size=32,
+                               extra_length=settings.decode_extra_length)
         scores.update({f"beam_{key}": value for key, value in corpus_scores(hypotheses, dev_references).items()
                        if key in ("bleu", "chrf")})
         return scores
@@ -135,7 +137,8 @@ def train_row(pair: PairData, settings: TranslationSettings, row: str, seed: int
     averaged = training.evaluations[-1]
     test = pair.splits["test"]
     hypotheses = translate(model, pair.tokenizer, list(test["source"]), num_beams=settings.num_beams,
-                           length_penalty=settings.length_penalty, batch_size=32)
+                           length_penalty=settings.length_penalty, batch_size=32,
+                           extra_length=settings.decode_extra_length)
     test_scores = corpus_scores(hypotheses, list(test["target"]))
     record["metrics"] = {
         "dev_loss": averaged["loss"], "dev_perplexity": averaged["perplexity"], "dev_bleu": averaged["beam_bleu"],
@@ -311,8 +314,9 @@ def table3_markdown(results: Mapping[str, Any]) -> list[str]:
              f"{s['ablation_epochs']} epochs of batches of at most {s['max_tokens']} padded tokens, peak learning rate "
              f"{s['learning_rate']} after {s['ablation_warmup_steps']} warmup steps (inverse square root), the last "
              f"{s['average_last']} checkpoints averaged; beam {s['num_beams']}, length penalty "
-             f"{s['length_penalty']}. Dev perplexity per target token and BLEU / chrF (sacreBLEU) of the averaged "
-             f"weights; 'dev BLEU, last' is the paper's table-3 protocol (beam search, no averaging). Mean ± std over "
+             f"{s['length_penalty']}{decoding_limit_text(s)}. Dev perplexity per target token and BLEU / chrF "
+             f"(sacreBLEU) of the averaged weights; 'dev BLEU, last' is the paper's table-3 protocol (beam search, no "
+             f"averaging). Mean ± std over "
              f"seeds {', '.join(map(str, seeds))}. The paper's numbers are dev perplexity and BLEU on newstest2013 "
              "English-German with a 6-layer, width-512 base: compare directions of effect, not values.", ""]
     finished = {(run["arm"], run["seed"]) for run in runs}
