@@ -135,11 +135,19 @@ def load_pair(name: str, settings: TranslationSettings) -> PairData:
     from ...training.data.urdu_translation import split_aligned_paragraphs
     from ...translation.training import encode_pairs
 
-    probe = load_corpus(name, max_examples=settings.max_examples, validation_fraction=0.0, test_fraction=0.0)
-    total = len(probe["train"])
-    fraction = min(0.05, settings.held_out / total)
-    splits = load_corpus(name, max_examples=settings.max_examples, validation_fraction=fraction,
-                         test_fraction=fraction, seed=0)
+    def split(total):  # dev and test of `held_out` pairs each, at most 5 % of the `total` unique pairs
+        fraction = min(0.05, settings.held_out / total)
+        return load_corpus(name, max_examples=settings.max_examples, validation_fraction=fraction,
+                           test_fraction=fraction, seed=0)
+
+    # The fraction needs the corpus size after de-duplication. A subset (max_examples) is almost always smaller than
+    # the corpus, so its size is the first guess; a whole corpus is counted by loading it once more.
+    splits = split(settings.max_examples) if settings.max_examples else None
+    total = sum(len(part) for part in splits.values()) if splits else None
+    if total != settings.max_examples:
+        total = len(load_corpus(name, max_examples=settings.max_examples, validation_fraction=0.0,
+                                test_fraction=0.0)["train"])
+        splits = split(total)
     train = splits["train"]
     # The training split's rows only (a split's `.data` is the whole corpus table, dev and test included).
     columns = train.select_columns(["source", "target"])[:]
