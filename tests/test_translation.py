@@ -182,6 +182,8 @@ def test_batched_beam_search_equals_one_sentence_at_a_time(tiny_translator):
     assert batched[1] == tokenizer.decode(direct[0], skip_special_tokens=True).strip()
     with pytest.raises(ValueError, match="list of sentences"):
         translate(model, tokenizer, "one string")
+    with pytest.raises(ValueError, match="cannot be negative"):
+        translate(model, tokenizer, sources, extra_length=-1)
 
 
 def test_a_source_past_the_position_limit_is_translated_in_pieces_of_whole_sentences(tiny_translator):

@@ -96,6 +96,9 @@ def translate(model, tokenizer, sources: Sequence[str], *, num_beams: int = 4, l
         raise ValueError("translate() takes a list of sentences, not one string; wrap it in a list.")
     if num_beams < 1 or batch_size < 1:
         raise ValueError(f"num_beams and batch_size must be positive, got {num_beams} and {batch_size}.")
+    if extra_length < 0:
+        raise ValueError(f"extra_length is how many tokens an output may run past its source; it cannot be negative "
+                         f"(got {extra_length}).")
     end = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id
     if end is None:
         raise ValueError("The tokenizer has no eos (or [SEP]) token, which ends each source as in training.")

@@ -25,6 +25,10 @@ LANGUAGE_PAIRS = {"bible-en-es": "English-Spanish (Bible)", "quran-en-ur": "Engl
                   "urdu-translation-ur-en": "Urdu-English (hadith + Quran)"}
 
 
+# Vaswani et al. 6.1: "maximum output length to input length + 50".
+PAPER_EXTRA_LENGTH = 50
+
+
 @dataclass(frozen=True)
 class ModelShape:
     """The architecture and regularisation of one model (fields of `ZooSeq2SeqConfig`, plus label smoothing)."""
@@ -72,9 +76,9 @@ class TranslationSettings:
     checkpoint_every: int = 50
     num_beams: int = 4
     length_penalty: float = 0.6
-    # Outputs may run to the batch's longest source + this many tokens (Vaswani et al. 6.1: + 50). A model that has
-    # not learnt to stop runs every beam to that limit, so the quick preset's barely-trained models decode with less.
-    decode_extra_length: int = 50
+    # Outputs may run to the batch's longest source + this many tokens. A model that has not learnt to stop runs
+    # every beam to that limit, so the quick preset's barely-trained models decode with less.
+    decode_extra_length: int = PAPER_EXTRA_LENGTH
     # Table 3, on the first pair: the base and every row trained alike (the optimiser, schedule, batches and
     # checkpoint averaging above), for `ablation_epochs`. The default base is the default model's shape: at 4 epochs
     # its dev BLEU is past 20 (the default run's greedy dev BLEU: 22.5 after 3.3 epochs, 28.4 after 5).
@@ -208,13 +212,15 @@ def split_features(pair: PairData, split: str, settings: TranslationSettings):
 def decoding_fingerprint(settings: TranslationSettings) -> dict[str, Any]:
     """The decoding length limit, for a run's settings fingerprint: empty at the paper's + 50, so the runs recorded
     before the limit was a setting (all at + 50) still count as finished."""
-    return {} if settings.decode_extra_length == 50 else {"decode_extra_length": settings.decode_extra_length}
+    extra = settings.decode_extra_length
+    return {} if extra == PAPER_EXTRA_LENGTH else {"decode_extra_length": extra}
 
 
 def decoding_limit_text(settings: Mapping[str, Any]) -> str:
     """The report's words for a decoding length limit other than the paper's (`settings` as a report records it)."""
-    extra = settings.get("decode_extra_length", 50)
-    return "" if extra == 50 else f", outputs up to the longest source + {extra} tokens (the paper: + 50)"
+    extra = settings.get("decode_extra_length", PAPER_EXTRA_LENGTH)
+    return ("" if extra == PAPER_EXTRA_LENGTH else
+            f", outputs up to the longest source + {extra} tokens (the paper: + {PAPER_EXTRA_LENGTH})")
 
 
 def build_model(shape: ModelShape, tokenizer, max_length: int, seed: int, device: str = "cpu"):
