@@ -182,8 +182,11 @@ def test_batched_beam_search_equals_one_sentence_at_a_time(tiny_translator):
     assert batched[1] == tokenizer.decode(direct[0], skip_special_tokens=True).strip()
     with pytest.raises(ValueError, match="list of sentences"):
         translate(model, tokenizer, "one string")
-    with pytest.raises(ValueError, match="cannot be negative"):
-        translate(model, tokenizer, sources, extra_length=-1)
+    # a negative extra_length asks for outputs shorter than their sources, down to nothing left
+    shorter = translate(model, tokenizer, sources[1:2], num_beams=3, extra_length=-len(ids) + 2)
+    assert len(tokenizer(shorter[0], add_special_tokens=False)["input_ids"]) <= 2
+    with pytest.raises(ValueError, match="leaves no room for an output"):
+        translate(model, tokenizer, sources, extra_length=-1000)
 
 
 def test_a_source_past_the_position_limit_is_translated_in_pieces_of_whole_sentences(tiny_translator):

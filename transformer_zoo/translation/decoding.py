@@ -96,9 +96,6 @@ def translate(model, tokenizer, sources: Sequence[str], *, num_beams: int = 4, l
         raise ValueError("translate() takes a list of sentences, not one string; wrap it in a list.")
     if num_beams < 1 or batch_size < 1:
         raise ValueError(f"num_beams and batch_size must be positive, got {num_beams} and {batch_size}.")
-    if extra_length < 0:
-        raise ValueError(f"extra_length is how many tokens an output may run past its source; it cannot be negative "
-                         f"(got {extra_length}).")
     end = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id
     if end is None:
         raise ValueError("The tokenizer has no eos (or [SEP]) token, which ends each source as in training.")
@@ -137,6 +134,9 @@ def translate(model, tokenizer, sources: Sequence[str], *, num_beams: int = 4, l
         max_new = longest + extra_length
         if position_limit is not None:
             max_new = min(max_new, position_limit - 1)  # the decoder start token takes the first position
+        if max_new < 1:  # a negative extra_length (outputs shorter than their sources) can leave nothing
+            raise ValueError(f"extra_length={extra_length} leaves no room for an output after a {longest}-token "
+                             "source; use a larger extra_length.")
         beam = {"num_beams": num_beams, "length_penalty": length_penalty, "early_stopping": True} \
             if num_beams > 1 else {"num_beams": 1}  # greedy: transformers warns about beam-only flags
         generated = model.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
