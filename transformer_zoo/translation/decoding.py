@@ -27,6 +27,8 @@ logger = logging.get_logger(__name__)
 # for a source-side sentence splitter or the length the model was trained on.
 DECODING_FILE = "translation_decoding.json"
 SENTENCE_SPLITTERS = ("urdu", "english")
+# Vaswani et al. 6.1: "maximum output length to input length + 50".
+PAPER_EXTRA_LENGTH = 50
 
 
 def sentence_splitter(name: str | None) -> Callable[[str], list[str]] | None:
@@ -70,7 +72,8 @@ def load_decoding_defaults(folder: str | os.PathLike) -> dict:
 
 @torch.no_grad()
 def translate(model, tokenizer, sources: Sequence[str], *, num_beams: int = 4, length_penalty: float = 0.6,
-              batch_size: int = 32, max_source_tokens: int | None = None, extra_length: int = 50,
+              batch_size: int = 32, max_source_tokens: int | None = None,
+              extra_length: int = PAPER_EXTRA_LENGTH,
               split_sentences: Callable[[str], list[str]] | None = None, counts: dict | None = None,
               progress: bool = False) -> list[str]:
     """Translate `sources` (strings) in batches; returns one detokenized string per source, in order.

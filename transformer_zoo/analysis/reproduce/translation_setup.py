@@ -17,16 +17,14 @@ from typing import Any
 
 import torch
 
+from ...translation.decoding import PAPER_EXTRA_LENGTH
+
 # What a pair's data is, for telling finished runs apart: 2 = the BPE vocabulary learnt from the training split only
 # (version 1 read the whole corpus table, dev and test text included, when learning its merges).
 DATA_VERSION = 2
 LANGUAGE_PAIRS = {"bible-en-es": "English-Spanish (Bible)", "quran-en-ur": "English-Urdu (Quran)",
                   "urdu-translation-en-ur": "English-Urdu (hadith + Quran)",
                   "urdu-translation-ur-en": "Urdu-English (hadith + Quran)"}
-
-
-# Vaswani et al. 6.1: "maximum output length to input length + 50".
-PAPER_EXTRA_LENGTH = 50
 
 
 @dataclass(frozen=True)
