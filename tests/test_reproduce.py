@@ -533,6 +533,33 @@ def test_translation_study_resumes_after_a_kill_and_reports_what_is_finished(tmp
     assert list(found) == [("default", "bible-en-es", None, 0)]
 
 
+@pytest.mark.parametrize("max_examples, corpus_size, loads", [
+    (None, 30_000, 2),  # a whole corpus is counted first (the default study; 1,000 dev and test pairs)
+    (2_000, 30_000, 1),  # a subset is its own size: one load
+    (2_000, 1_500, 3),  # a subset larger than the corpus: the guess, then counted and split like a whole one
+])
+def test_translation_pair_splits_hold_out_the_same_share_of_whole_corpora_and_subsets(monkeypatch, max_examples,
+                                                                                    corpus_size, loads):
+    from transformer_zoo.analysis.reproduce.translation_setup import load_pair_splits
+    from transformer_zoo.training.data import corpora
+
+    calls = []
+
+    def fake_load_corpus(name, *, max_examples=None, validation_fraction, test_fraction, seed=0):
+        calls.append(validation_fraction)
+        size = min(max_examples or corpus_size, corpus_size)
+        held = [round(size * validation_fraction), round(size * test_fraction)]
+        return {"train": range(size - sum(held)), "validation": range(held[0]), "test": range(held[1])}
+
+    monkeypatch.setattr(corpora, "load_corpus", fake_load_corpus)
+    splits = load_pair_splits("bible-en-es", 1000, max_examples)
+    size = min(max_examples or corpus_size, corpus_size)
+    expected = min(1000, round(0.05 * size))  # at most 5 % of the pairs
+    assert len(calls) == loads
+    assert len(splits["validation"]) == len(splits["test"]) == expected
+    assert sum(len(part) for part in splits.values()) == size
+
+
 def test_a_decoding_length_limit_other_than_the_papers_is_part_of_a_runs_settings(tmp_path):
     """The quick preset decodes to the source + 10 tokens, the paper to + 50: a run decoded one way does not count as
     finished for a study decoding the other; runs recorded before the limit was a setting (all at + 50, without the

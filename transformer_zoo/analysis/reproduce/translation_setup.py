@@ -131,25 +131,34 @@ class PairData:
     lengths: dict[str, Any] = field(default_factory=dict)  # long paragraphs split, pairs truncated per split
 
 
-def load_pair(name: str, settings: TranslationSettings) -> PairData:
+def load_pair_splits(name: str, held_out: int, max_examples: int | None):
+    """A corpus's train, dev and test splits: dev and test of `held_out` pairs each, at most 5 % of its unique pairs.
+
+    The fraction needs the corpus size after de-duplication. A subset (max_examples) is almost always smaller than
+    the corpus, so its size is the first guess and the corpus loads once; a whole corpus, or a subset that came out
+    smaller than asked, is counted by loading it once more."""
     from ...training.data.corpora import load_corpus
+
+    def split(total):
+        fraction = min(0.05, held_out / total)
+        return load_corpus(name, max_examples=max_examples, validation_fraction=fraction, test_fraction=fraction,
+                           seed=0)
+
+    if max_examples:
+        splits = split(max_examples)
+        if sum(len(part) for part in splits.values()) == max_examples:
+            return splits
+    total = len(load_corpus(name, max_examples=max_examples, validation_fraction=0.0, test_fraction=0.0)["train"])
+    return split(total)
+
+
+def load_pair(name: str, settings: TranslationSettings) -> PairData:
     from ...training.data.tokenization import train_tokenizer
     from ...training.data.urdu_translation import split_aligned_paragraphs
     from ...translation.training import encode_pairs
 
-    def split(total):  # dev and test of `held_out` pairs each, at most 5 % of the `total` unique pairs
-        fraction = min(0.05, settings.held_out / total)
-        return load_corpus(name, max_examples=settings.max_examples, validation_fraction=fraction,
-                           test_fraction=fraction, seed=0)
-
-    # The fraction needs the corpus size after de-duplication. A subset (max_examples) is almost always smaller than
-    # the corpus, so its size is the first guess; a whole corpus is counted by loading it once more.
-    splits = split(settings.max_examples) if settings.max_examples else None
-    total = sum(len(part) for part in splits.values()) if splits else None
-    if total != settings.max_examples:
-        total = len(load_corpus(name, max_examples=settings.max_examples, validation_fraction=0.0,
-                                test_fraction=0.0)["train"])
-        splits = split(total)
+    splits = load_pair_splits(name, settings.held_out, settings.max_examples)
+    total = sum(len(part) for part in splits.values())
     train = splits["train"]
     # The training split's rows only (a split's `.data` is the whole corpus table, dev and test included).
     columns = train.select_columns(["source", "target"])[:]
