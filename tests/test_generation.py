@@ -204,6 +204,44 @@ def test_beam_search_with_cache_equals_without(case, make_config, make_model, ra
     assert cached.sequences.min() >= 0 and cached.sequences.max() < config.vocab_size
 
 
+def test_beam_search_leaves_the_cross_attention_cache_in_place(make_config, make_model, random_ids, monkeypatch):
+    """The seq2seq model reorders only the decoder's self-attention cache between beam-search steps (its
+    `_reorder_cache`): three sources of different lengths, so the cross-attention rows of different sources differ
+    and a beam taking a parent from another source would change the output. Tokens and scores must equal those of
+    transformers' own reordering of both caches, with ends of sequence on, so beams finish at different steps."""
+    from transformers.cache_utils import DynamicLayer
+
+    from transformer_zoo import ZooSeq2SeqForConditionalGeneration
+
+    model = make_model("seq2seq", make_config("seq2seq", "tiny"), "sdpa")
+    ids = random_ids(3, 16, seed=5)  # longer than any output, so a cross-attention layer is told by its length
+    attention_mask = torch.ones_like(ids)
+    attention_mask[1, 9:] = attention_mask[2, 4:] = 0
+    beam = dict(max_new_tokens=12, num_beams=4, num_return_sequences=2, pad_token_id=0, eos_token_id=3,
+                do_sample=False, return_dict_in_generate=True, output_scores=True)
+    reordered = []  # the length (positions) of each layer the reorder copies
+    original = DynamicLayer.reorder_cache
+
+    def counting(layer, beam_idx):
+        reordered.append(layer.keys.shape[-2] if layer.is_initialized else 0)
+        return original(layer, beam_idx)
+
+    monkeypatch.setattr(DynamicLayer, "reorder_cache", counting)
+    ours = model.generate(ids, attention_mask=attention_mask, **beam)
+    ours_reorders = list(reordered)
+    reordered.clear()
+    monkeypatch.setattr(ZooSeq2SeqForConditionalGeneration, "_reorder_cache",
+                        staticmethod(lambda cache, beam_idx: cache.reorder_cache(beam_idx) or cache))
+    both = model.generate(ids, attention_mask=attention_mask, **beam)
+    assert torch.equal(ours.sequences, both.sequences)
+    assert_close(ours.sequences_scores, both.sequences_scores, **TOL)
+    # Ours reorders only self-attention layers (shorter than the source); transformers' own copies the
+    # cross-attention layers (keys over the 16 source positions) as often again.
+    assert ours_reorders and all(length < ids.shape[1] for length in ours_reorders)
+    assert len(reordered) == 2 * len(ours_reorders)
+    assert sum(length == ids.shape[1] for length in reordered) == len(ours_reorders)
+
+
 # ------------------------------------------------------------------------------------------------ padding
 @pytest.mark.parametrize("implementation", ["eager", "sdpa"])
 @pytest.mark.parametrize("case", ALL_CASES, ids=case_id)

@@ -198,6 +198,23 @@ class ZooSeq2SeqForConditionalGeneration(ZooSeq2SeqPreTrainedModel, ZooGeneratio
         self.final_logits_bias = nn.Buffer(new)
         return embeddings
 
+    @staticmethod
+    def _reorder_cache(cache: Cache, beam_idx: torch.LongTensor) -> Cache:
+        """Beam search's reordering of the cache between steps (GenerationMixin calls it where a model defines it).
+
+        Only the decoder's self-attention keys and values are reordered. transformers' beam search picks each beam's
+        parent among the beams of the same source (it adds the source's offset to the chosen index), and generate
+        expands the encoder output so those beams share it; their cross-attention keys and values are the same rows,
+        so reordering them copies the whole cross-attention cache each step and changes nothing. (OpenNMT and
+        fairseq2 skip it too.) Tokens and scores are identical (tests/test_generation.py -k cross_attention_cache);
+        the time saved grows with the source length (benchmarks/beam_search_cache.py).
+        """
+        if isinstance(cache, EncoderDecoderCache):
+            cache.self_attention_cache.reorder_cache(beam_idx)
+        else:
+            cache.reorder_cache(beam_idx)
+        return cache
+
     @accepts_past_key_values
     @can_return_tuple
     def forward(

@@ -30,6 +30,7 @@ FRAGMENTS = {
     "long-context": speed.long_context,
     "max-length-study": training.max_length_study,
     "generation-checks": speed.generation_checks,
+    "beam-search-cache": speed.beam_search_cache,
     "translation-table3": translation.translation_table3,
     # The Urdu study's own report (benchmarks/urdu_adaptation_report.py writes it from study.json).
     "urdu-study-arms": lambda: urdu.markdown_tables((DOCS / "urdu" / "study.md").read_text())[0] + "\n",

@@ -149,3 +149,19 @@ def generation_checks() -> str:
     rows = ", ".join(f"{PEERS.get(row['family'], row['family'])} {row['generate']['speedup']:.2f}×"
                      for row in record["rows"] if "generate" in row)
     return f"Generation with the checks, against transformers ({_load_average(record)}, `{result_file}`): {rows}.\n"
+
+
+def beam_search_cache() -> str:
+    result_file = "benchmarks/results/beam_search_cache_cpu.json"
+    record = json.loads((ROOT / result_file).read_text())
+    setup = record["setup"]
+    lines = ["| source tokens | transformers' reordering (s) | self-attention cache only (s) | speed-up |",
+             "|---:|---:|---:|---:|"]
+    lines += [f"| {row['source_length']} | {row['both_caches_s']:.3f} | {row['self_attention_only_s']:.3f} | "
+              f"{row['speedup']:.2f}× |" for row in record["rows"]]
+    load = (f"load average {setup['load_average_start'][0]:.1f} at the start, {setup['load_average_end'][0]:.1f} at "
+            "the end")
+    return ("\n".join(lines) + f"\n\nOne generate call of {setup['batch_size']} sources × {setup['num_beams']} beams, "
+            f"{setup['new_tokens']} new tokens, {setup['model']}; median of {setup['rounds']} alternating rounds, "
+            f"{setup['threads']} thread, torch {setup['torch']}, transformers {setup['transformers']}; {load}; "
+            f"tokens and scores identical (`{result_file}`, `{setup['command']}`).\n")
