@@ -27,6 +27,9 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare_hf import best_of  # noqa: E402
+
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -92,15 +95,6 @@ def generation(model, inputs, args, reorder):
     return run
 
 
-def best_of(run, steps: int) -> float:
-    best = float("inf")
-    for _ in range(steps):
-        started = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - started)
-    return best
-
-
 def measure(model, length: int, args) -> dict:
     generator = torch.Generator().manual_seed(length)
     input_ids = torch.randint(3, model.config.vocab_size, (args.batch_size, length), generator=generator)
@@ -123,7 +117,6 @@ def measure(model, length: int, args) -> dict:
 
 
 def plot(result: dict, path: Path) -> Path:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from transformer_zoo.analysis.figures import pyplot, save_figure
 
     figure, axes = pyplot().subplots(figsize=(6.4, 4.2))

@@ -242,6 +242,29 @@ def test_beam_search_leaves_the_cross_attention_cache_in_place(make_config, make
     assert sum(length == ids.shape[1] for length in reordered) == len(ours_reorders)
 
 
+def test_the_beam_search_cache_benchmark_times_both_reorderings_and_writes_its_report(tmp_path):
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    from transformer_zoo import ZooSeq2SeqForConditionalGeneration
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "beam_search_cache.py"
+    spec = importlib.util.spec_from_file_location("beam_search_cache", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    ours = ZooSeq2SeqForConditionalGeneration.__dict__["_reorder_cache"]
+    assert module.main(["--source-lengths", "6,12", "--batch-size", "2", "--new-tokens", "3", "--rounds", "2",
+                        "--steps", "1", "--output", str(tmp_path / "r.json")]) == 0
+    assert ZooSeq2SeqForConditionalGeneration.__dict__["_reorder_cache"] is ours  # the stand-in was taken out again
+    record = json.loads((tmp_path / "r.json").read_text())
+    assert [row["source_length"] for row in record["rows"]] == [6, 12]
+    assert all(row["identical_tokens_and_scores"] and len(row["rounds"]["both_caches"]) == 2 for row in record["rows"])
+    assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(SystemExit):
+        module.parse_args(["--source-lengths", "32,x"])
+
+
 # ------------------------------------------------------------------------------------------------ padding
 @pytest.mark.parametrize("implementation", ["eager", "sdpa"])
 @pytest.mark.parametrize("case", ALL_CASES, ids=case_id)
