@@ -17,7 +17,7 @@ Presets (--preset):
   tiny     for tests only: seconds, numbers meaningless
   quick    a first look: 2 seeds, 300 steps (norm: 200 steps at 2 and 6 layers only); copy, extrapolation and norm
            took 6.1 min here, 4.0 min of CPU, with the same verdicts as the default. translation: every row on
-           1,000 pairs per corpus with 1-layer models of width 64, scored on 32 dev and test sentences (75 s on 2
+           1,000 pairs per corpus with 1-layer models of width 64, scored on 32 dev and test sentences (75-85 s on 2
            cores with --jobs 2; its numbers only show the pipeline works)
   default  the committed report in docs/reproduce/: 3 seeds, 400 steps (norm: 300 steps at 2, 6 and 12 layers);
            11.3 min of CPU here. translation: the three pairs' default models (Bible 5 epochs, Urdu 12) and 12
