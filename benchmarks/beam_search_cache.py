@@ -3,9 +3,9 @@
 model's `_reorder_cache`, modeling_zoo_seq2seq.py) against transformers' own reordering of the self- and the
 cross-attention caches, on the same model, inputs and number of steps.
 
-The model is the translation study's default shape (3+3 layers, width 256, 4 heads, d_ff 1024, 8,000 tokens of
-vocabulary) with random weights: the work per step does not depend on what the weights say, and every output is
-forced to --new-tokens tokens (min = max), so both sides run the same steps. Sources are random token ids of each
+The model is the translation study's default shape (translation_setup.ModelShape: 3+3 layers, width 256, 4 heads,
+d_ff 1024), with 8,000 tokens of vocabulary and random weights: the work per step does not depend on what the
+weights say, and every output is forced to --new-tokens tokens (min = max), so both sides run the same steps. Sources are random token ids of each
 --source-lengths length. Per length: both sides in alternating order for --rounds rounds, best of --steps each,
 median over rounds; the two must give identical tokens and scores.
 
@@ -59,15 +59,29 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
+def study_shape():
+    """The translation study's default model shape (translation_setup.ModelShape), so the benchmark follows it."""
+    from transformer_zoo.analysis.reproduce.translation_setup import ModelShape
+
+    return ModelShape()
+
+
 def build_model(max_source: int, new_tokens: int):
     from transformer_zoo import ZooSeq2SeqConfig, ZooSeq2SeqForConditionalGeneration
 
-    config = ZooSeq2SeqConfig(vocab_size=8000, hidden_size=256, encoder_layers=3, decoder_layers=3,
-                              num_attention_heads=4, intermediate_size=1024,
+    shape = study_shape()
+    config = ZooSeq2SeqConfig(vocab_size=8000, hidden_size=shape.hidden_size, encoder_layers=shape.layers,
+                              decoder_layers=shape.layers, num_attention_heads=shape.heads,
+                              intermediate_size=shape.intermediate_size, head_dim=shape.head_dim,
                               max_position_embeddings=max(max_source, new_tokens) + 64, pad_token_id=0,
                               bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)
     torch.manual_seed(0)
     return ZooSeq2SeqForConditionalGeneration(config).eval()
+
+
+def model_text(shape) -> str:
+    return (f"{shape.layers}+{shape.layers} layers, width {shape.hidden_size}, {shape.heads} heads, d_ff "
+            f"{shape.intermediate_size}, vocabulary 8,000, random weights")
 
 
 def transformers_reordering(cache, beam_idx):
@@ -158,7 +172,7 @@ def main(argv=None) -> int:
 
     result = {"setup": {"batch_size": args.batch_size, "num_beams": args.num_beams, "new_tokens": args.new_tokens,
                         "rounds": args.rounds, "steps": args.steps, "threads": args.threads,
-                        "model": "3+3 layers, width 256, 4 heads, d_ff 1024, vocabulary 8,000, random weights",
+                        "model": model_text(study_shape()),
                         "torch": torch.__version__, "transformers": transformers.__version__,
                         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
                         "load_average_start": load_start, "load_average_end": os.getloadavg(),
