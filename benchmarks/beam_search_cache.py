@@ -6,8 +6,8 @@ cross-attention caches, on the same model, inputs and number of steps.
 The model is the translation study's default shape (translation_setup.ModelShape: 3+3 layers, width 256, 4 heads,
 d_ff 1024), with 8,000 tokens of vocabulary and random weights: the work per step does not depend on what the
 weights say, and every output is forced to --new-tokens tokens (min = max), so both sides run the same steps.
-Sources are random token ids of each --source-lengths length. Per length: both sides in alternating order for --rounds rounds, best of --steps each,
-median over rounds; the two must give identical tokens and scores.
+Sources are random token ids of each --source-lengths length. Per length: both sides in alternating order for
+--rounds rounds, best of --steps each, median over rounds; the two must give identical tokens and scores.
 
     python benchmarks/beam_search_cache.py --output benchmarks/results/beam_search_cache_cpu.json
         (also writes beam_search_cache_cpu.png: time per generation against source length, both sides)
