@@ -352,7 +352,7 @@ def test_a_raised_budget_keeps_the_shorter_runs_numbers_and_verdict_in_the_repor
     assert study.finished_runs(settings, [task]) == {}  # none of them is the 3-epoch result
     claims = study.budget_claims(budgets)
     assert [claim["held"] for claim in claims] == [False, True]  # 1 epoch: BLEU +1.05, but chrF only +1.06
-    assert claims[0]["claim"].endswith("at 1 epochs (an earlier budget, since raised).")
+    assert claims[0]["claim"].endswith("at 1 epochs, fp32 (earlier settings, since changed).")
     results = {"settings": dataclasses.asdict(dataclasses.replace(settings, report_only=True)), "seeds": [0],
                "pairs": {}, "missing": [list(task)],
                "shorter_budgets": budgets, "claims": claims, "runs": [], "table3_rows": [], "summary": {},
@@ -361,8 +361,51 @@ def test_a_raised_budget_keeps_the_shorter_runs_numbers_and_verdict_in_the_repor
     rows = [line for line in markdown.splitlines() if line.startswith("| Urdu-English")]
     assert rows[0].startswith("| Urdu-English (hadith + Quran) | not finished (3 epochs) |")
     # Bold only where a run clears its baselines: 1 epoch is level (chrF +1.06), 2 epochs clear.
-    assert rows[1].startswith("| Urdu-English (hadith + Quran), 1 epochs (an earlier budget) | 20.50 | 41.00 |")
-    assert rows[2].startswith("| Urdu-English (hadith + Quran), 2 epochs (an earlier budget) | **21.50** | **42.00** |")
+    assert rows[1].startswith("| Urdu-English (hadith + Quran), 1 epochs, fp32 (earlier settings) | 20.50 | 41.00 |")
+    assert rows[2].startswith(
+        "| Urdu-English (hadith + Quran), 2 epochs, fp32 (earlier settings) | **21.50** | **42.00** |")
+
+
+def test_a_pair_retrained_in_bf16_keeps_its_fp32_runs_in_the_report_and_fp32_runs_keep_counting(tmp_path):
+    """A pair moved to bf16 training (to fit a sitting): its fp32 run at the same budget, and at shorter ones, stay in
+    the report as earlier settings, labelled with their precision; they are not the pair's result. fp32 leaves the
+    settings fingerprint as it was before precision was a setting, so every run recorded before it still counts."""
+    from transformer_zoo.analysis.reproduce import translation as study
+    from transformer_zoo.analysis.reproduce.translation_table3 import row_settings
+
+    name = "urdu-translation-ur-en"
+    base = dataclasses.replace(rp.PRESETS["tiny"].translation, partial_file=str(tmp_path / "runs.jsonl"))
+    assert "precision" not in study.default_settings(base, name) | row_settings(base, "base")
+    pair = {"max_length": 64, "split_long_paragraphs": True, "epochs": 3.0}
+    settings = dataclasses.replace(base, pair_overrides={name: dict(pair, precision="bf16")})
+    assert study.default_settings(settings, name)["precision"] == "bf16"
+    assert row_settings(dataclasses.replace(base, precision="bf16"), "base")["precision"] == "bf16"
+    task = ("default", name, None, 0)
+
+    def run(epochs, precision):
+        changes = dict(pair, epochs=epochs, **({} if precision == "fp32" else {"precision": precision}))
+        recorded = study.default_settings(dataclasses.replace(base, pair_overrides={name: changes}), name)
+        output = {"pair": name, "language_pair": "Urdu-English (hadith + Quran)", "epochs": epochs, "steps": 10,
+                  "task_settings": recorded, "test_bleu": 21.0 + epochs, "test_chrf": 42.0 + epochs,
+                  "retrieval_bleu": 19.45, "retrieval_chrf": 39.94, "copy_bleu": 0.0, "copy_chrf": 0.8,
+                  "train_seconds": 60.0, "dev_evaluations": [], "test_sentences": 20}
+        return json.dumps(study.json_ready({"task": list(task), "output": output}))
+
+    lines = [run(2.0, "fp32"), run(3.0, "fp32"), run(4.0, "fp32"), run(2.0, "bf16")]
+    (tmp_path / "runs.jsonl").write_text("\n".join(lines) + "\n")
+    assert study.finished_runs(settings, [task]) == {}
+    budgets = study.shorter_budgets(settings, [task])[name]
+    # fewest epochs first; a shorter bf16 run is an earlier budget too; fp32 past the current budget is not shown
+    assert [(r["epochs"], r["precision"]) for r in budgets] == [(2.0, "bf16"), (2.0, "fp32"), (3.0, "fp32")]
+    assert study.earlier_budget_row(budgets[2])["language_pair"] == (
+        "Urdu-English (hadith + Quran), 3 epochs, fp32 (earlier settings)")
+    (tmp_path / "runs.jsonl").write_text("\n".join(lines + [run(3.0, "bf16")]) + "\n")
+    assert study.finished_runs(settings, [task])[task]["test_bleu"] == 24.0  # the bf16 run at 3 epochs
+    assert study.finished_runs(dataclasses.replace(settings, pair_overrides={name: pair}), [task])[task][
+        "task_settings"].get("precision") is None  # and fp32 settings find the fp32 run
+    with pytest.raises(ValueError, match=r"\['precision'\] must be one of fp32, bf16, got 'fp16'"):
+        study.run_translation(dataclasses.replace(settings, pair_overrides={name: dict(pair, precision="fp16")}),
+                              seeds=[0])
 
 
 def test_the_table3_loss_curve_reaches_the_last_step_and_the_greedy_bleu_curve_does_not(monkeypatch, tmp_path):

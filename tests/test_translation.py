@@ -243,6 +243,33 @@ def test_train_translation_learns_and_averages(tiny_translator):
                           average_last=5, checkpoint_every=2, progress=False)
 
 
+def test_bf16_training_runs_the_forward_in_bf16_and_keeps_fp32_weights_and_loss(tiny_translator, monkeypatch):
+    """precision="bf16": the model's matmuls run under bf16 autocast (its logits come out bf16), while the weights,
+    the loss and the optimiser stay fp32; its first loss is the fp32 loss to bf16's precision, not equal to it; it
+    learns as fp32 does. Anything else is refused by name."""
+    _, tokenizer = tiny_translator
+    features = encode_pairs(tokenizer, TOY_SOURCES * 8, TOY_TARGETS * 8, 16)
+    options = dict(steps=60, max_tokens=64, learning_rate=1e-2, warmup_steps=10, seed=0, progress=False)
+    results, logit_dtypes = {}, {}
+    for precision in ("fp32", "bf16"):
+        torch.manual_seed(1)
+        model = ZooSeq2SeqForConditionalGeneration(tiny_translator[0].config)
+        seen = []
+        hook = model.register_forward_hook(lambda module, args, output: seen.append(output.logits.dtype))
+        before = evaluate_loss(model, features, 256)["loss"]
+        results[precision] = train_translation(model, features, precision=precision, **options)
+        hook.remove()
+        logit_dtypes[precision] = set(seen[1:])  # seen[0]: the evaluation above, outside training
+        assert all(p.dtype == torch.float32 for p in model.parameters())
+        assert evaluate_loss(model, features, 256)["loss"] < before - 1.0
+    assert logit_dtypes == {"fp32": {torch.float32}, "bf16": {torch.bfloat16}}
+    first = {precision: result.loss_curve[0][1] for precision, result in results.items()}
+    assert first["bf16"] != first["fp32"]
+    assert first["bf16"] == pytest.approx(first["fp32"], rel=2e-2)  # bf16 keeps 8 bits of mantissa: ~0.4 % a value
+    with pytest.raises(ValueError, match="precision must be one of fp32, bf16, got 'fp16'"):
+        train_translation(tiny_translator[0], features, precision="fp16", **options)
+
+
 # ------------------------------------------------------------------------------------------------ corpora
 class _Stop(Exception):
     pass

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from . import DOCS, ROOT
-from .translation import retrieval_margins
+from .translation import planned_text, retrieval_margins
 
 RESULTS_BEGIN, RESULTS_END = "<!-- results:begin -->", "<!-- results:end -->"
 
@@ -78,7 +78,7 @@ def urdu_translation_rows(record: dict) -> list[tuple[str, str, str]]:
     """A row per Urdu translator in the committed report, chrF first (the primary score for Urdu), against retrieval,
     and said plainly when it does not clear it; a pair still training at a raised budget shows its last finished
     budget, and says so."""
-    from transformer_zoo.analysis.reproduce.translation import against_baselines
+    from transformer_zoo.analysis.reproduce.translation import against_baselines, earlier_settings_text
 
     rows = []
     budgets = record.get("shorter_budgets") or {}
@@ -89,13 +89,12 @@ def urdu_translation_rows(record: dict) -> list[tuple[str, str, str]]:
             pair, note = record["pairs"][name], ""
         elif budgets.get(name):
             pair = budgets[name][-1]
-            epochs = record["settings"]["pair_overrides"][name]["epochs"]
-            note = f"; its {epochs:g}-epoch run is not finished"
+            note = f"; the run at {planned_text(record, name)} is not finished"
         else:
             continue
         standing = {"clear": "", "level": f"; **not clear of retrieval** (margins {retrieval_margins()})",
                     "below": "; **below retrieval**"}[against_baselines(pair)]
-        rows.append((f"The same Transformer, {pair['language_pair']}, {pair['epochs']:g} epochs on CPU",
+        rows.append((f"The same Transformer, {pair['language_pair']}, {earlier_settings_text(pair)} on CPU",
                      f"test chrF **{pair['test_chrf']:.2f}**, BLEU {pair['test_bleu']:.2f} (retrieval "
                      f"{pair['retrieval_chrf']:.2f} / {pair['retrieval_bleu']:.2f})" + standing + note,
                      "reproduce/translation.md"))

@@ -14,6 +14,14 @@ def retrieval_margins() -> str:
     return f"{CHRF_MARGIN:g} chrF, {BLEU_MARGIN:g} BLEU"
 
 
+def planned_text(record: dict, name: str) -> str:
+    """The budget (and training precision, where not fp32) a pair still training runs at."""
+    settings = record["settings"]
+    planned = {"epochs": settings.get("epochs"), "precision": settings.get("precision", "fp32"),
+               **settings.get("pair_overrides", {}).get(name, {})}
+    return f"{planned['epochs']:g} epochs" + ("" if planned["precision"] == "fp32" else f", {planned['precision']}")
+
+
 def translation_table() -> str:
     record = json.loads((DOCS / "reproduce" / "translation.json").read_text())
     from transformer_zoo.analysis.reproduce.translation import against_baselines, earlier_budget_row
@@ -24,11 +32,10 @@ def translation_table() -> str:
     budgets = record.get("shorter_budgets") or {}
     for name in record["settings"]["pairs"]:
         if name not in record["pairs"]:  # a partial report: the study is still running
-            epochs = record["settings"].get("pair_overrides", {}).get(name, {}).get("epochs",
-                                                                                     record["settings"]["epochs"])
-            lines.append(f"| {LANGUAGE_PAIRS.get(name, name)}, {epochs:g} epochs | — | not finished yet | | | | |")
+            lines.append(f"| {LANGUAGE_PAIRS.get(name, name)}, {planned_text(record, name)} | — | not finished yet | | "
+                         "| | |")
         runs = [record["pairs"][name]] if name in record["pairs"] else []
-        # The budgets a pair was trained at before its budget was raised stay in the table, labelled.
+        # The runs of a pair under earlier settings (a shorter budget, another precision) stay in the table, labelled.
         runs += [earlier_budget_row(run) for run in reversed(budgets.get(name, []))]
         for pair in runs:
             clear = against_baselines(pair) == "clear"
@@ -44,7 +51,7 @@ def translation_table() -> str:
 
 def translation_notes() -> str:
     """What the default models' numbers say, from docs/reproduce/translation.json and the step-time measurement."""
-    from transformer_zoo.analysis.reproduce.translation import against_baselines
+    from transformer_zoo.analysis.reproduce.translation import against_baselines, earlier_settings_text
 
     record = json.loads((DOCS / "reproduce" / "translation.json").read_text())
     timing = json.loads((ROOT / "benchmarks" / "results" / "translation_step_time_cpu.json").read_text())
@@ -57,7 +64,7 @@ def translation_notes() -> str:
              f"{timing['study_steps']:,} steps alone are {threads[2]['projected_minutes_for_study_steps']:.0f} min "
              "on two threads.", ""]
     budgets = record.get("shorter_budgets") or {}
-    shown = [(name, dict(run, language_pair=f"{run['language_pair']} at {run['epochs']:g} epochs"))
+    shown = [(name, dict(run, language_pair=f"{run['language_pair']} at {earlier_settings_text(run)}"))
              for name in record["settings"]["pairs"]
              for run in ([record["pairs"][name]] if name in record["pairs"] else budgets.get(name, [])[-1:])]
     for name, pair in shown:
@@ -77,11 +84,14 @@ def translation_notes() -> str:
             head = (f"- **{pair['language_pair']} does not translate at this budget**: {pair['steps']:,} optimizer "
                     f"steps; retrieval is better by {-margin_bleu:.1f} BLEU and {-margin_chrf:.1f} chrF")
         if name not in record["pairs"]:
-            epochs = record["settings"]["pair_overrides"][name]["epochs"]
-            # The longer run continues this one's final state only where its snapshot survived on the machine that
-            # trains it; the schedule has no horizon, so a run from the start repeats these steps (seeded) either way.
-            head += (f" (its budget is raised to {epochs:g} epochs: that run repeats these {pair['steps']:,} steps, or "
-                     f"continues from them where their snapshot is kept, and goes on; it is not finished)")
+            planned = planned_text(record, name)
+            if planned.startswith(f"{pair['epochs']:g} epochs,"):  # the same budget, retrained in another precision
+                head += f" (the pair now trains at {planned}, to fit one sitting; that run is not finished)"
+            else:
+                # The longer run continues this one's final state only where its snapshot survived on the machine
+                # that trains it; the schedule has no horizon, so a run from the start repeats these steps (seeded).
+                head += (f" (its budget is raised to {planned}: that run repeats these {pair['steps']:,} steps, or "
+                         f"continues from them where their snapshot is kept, and goes on; it is not finished)")
         if before and after:
             head += (f"; averaging the last {pair['checkpoints_averaged']} checkpoints moved the dev split's greedy "
                      f"BLEU from {before[0]['greedy_bleu']:.2f} to {after[0]['greedy_bleu']:.2f} and its loss from "

@@ -80,6 +80,7 @@ def train_default_model(pair: PairData, settings: TranslationSettings, seed: int
         average_last=average, checkpoint_every=settings.checkpoint_every, seed=seed, evaluate=evaluate,
         eval_every=max(1, steps // 6), evaluate_before_average=True, description=f"translation/{pair.name}",
         progress=progress, keep_final_state=True,  # a longer budget for the pair continues from this run's end
+        precision=settings.precision,
         **snapshot_options(settings, f"default-{pair.name}", default_settings(settings, pair.name), seed))
     test = pair.splits["test"]
     sources, references = list(test["source"]), list(test["target"])
@@ -112,6 +113,7 @@ def train_default_model(pair: PairData, settings: TranslationSettings, seed: int
         "data": pair.description, "model": asdict(shape),
         "parameters": sum(p.numel() for p in model.parameters()),
         "steps": training.steps, "target_tokens": training.target_tokens, "epochs": settings.epochs,
+        "precision": settings.precision,
         "train_seconds": training.seconds, "decode_seconds": decode_seconds,
         "earlier_attempts_cpu_seconds": training.earlier_cpu_seconds,
         "checkpoints_averaged": training.averaged, "diverged": training.diverged,
@@ -160,9 +162,14 @@ def against_baselines(result: Mapping[str, Any]) -> str:
     return "below" if min(gain.values()) <= 0 else "level"
 
 
+def earlier_settings_text(run: Mapping[str, Any]) -> str:
+    """An earlier run's budget, and its training precision where that was not fp32 or the current run's differs."""
+    return f"{run['epochs']:g} epochs" + (f", {run['precision']}" if "precision" in run else "")
+
+
 def earlier_budget_row(run: Mapping[str, Any]) -> dict[str, Any]:
-    """A run at a budget since raised, labelled as such for a results table."""
-    return dict(run, language_pair=f"{run['language_pair']}, {run['epochs']:g} epochs (an earlier budget)")
+    """A run under settings since changed (`shorter_budgets`), labelled as such for a results table."""
+    return dict(run, language_pair=f"{run['language_pair']}, {earlier_settings_text(run)} (earlier settings)")
 
 
 def default_model_claims(pairs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -187,7 +194,8 @@ def budget_claims(budgets: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[di
     for runs in budgets.values():
         for run in runs:
             claim = default_model_claims({run["pair"]: run})[0]
-            claim["claim"] = claim["claim"].rstrip(".") + f", at {run['epochs']:g} epochs (an earlier budget, since raised)."
+            claim["claim"] = (claim["claim"].rstrip(".")
+                              + f", at {earlier_settings_text(run)} (earlier settings, since changed).")
             claims.append(claim)
     return claims
 
@@ -258,6 +266,13 @@ def run_translation(settings: TranslationSettings, seeds: Sequence[int], progres
     if settings.jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {settings.jobs}.")
     check_device(settings.device)
+    from ...translation.training import PRECISIONS
+
+    for where, precision in [("precision", settings.precision)] + [
+            (f"pair_overrides[{name!r}]['precision']", changes["precision"])
+            for name, changes in settings.pair_overrides.items() if "precision" in changes]:
+        if precision not in PRECISIONS:
+            raise ValueError(f"{where} must be one of {', '.join(PRECISIONS)}, got {precision!r}.")
     if settings.train_only not in (None, "defaults", "table3"):
         raise ValueError(f"train_only takes 'defaults' or 'table3', got {settings.train_only!r}.")
     if (settings.resume or settings.report_only) and not (settings.partial_file or settings.previous_report):
@@ -332,6 +347,9 @@ def where_runs_ran(machines: Mapping[str, Sequence[str]]) -> str:
 def pair_override_text(overrides: Mapping[str, Mapping[str, Any]]) -> str:
     """The pairs trained differently from the line above, in words (e.g. the Urdu paragraphs' longer context)."""
     names = {"epochs": "epochs", "max_length": "tokens a side", "split_long_paragraphs": "long paragraphs split"}
+    overrides = {pair: {("trained in" if key == "precision" else key):
+                        (f"{value} autocast (fp32 weights and optimiser)" if key == "precision" else value)
+                        for key, value in changes.items()} for pair, changes in overrides.items()}
     parts = []
     for pair, changes in overrides.items():
         said = [f"{value:g} {names[key]}" if isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -396,9 +414,12 @@ def translation_markdown(results: Mapping[str, Any]) -> str:
     budgets = results.get("shorter_budgets") or {}
     for name in dict.fromkeys([*s["pairs"], *results["pairs"], *waiting, *budgets]):  # each pair, then its earlier budgets
         if name in waiting:
-            epochs = (s.get("pair_overrides") or {}).get(name, {}).get("epochs", s["epochs"])
-            lines.append(f"| {LANGUAGE_PAIRS.get(name, name)} | not finished ({epochs:g} epochs) | – | – | – | – | – | "
-                         "– |")
+            planned = {"epochs": s["epochs"], "precision": s.get("precision", "fp32"),
+                       **(s.get("pair_overrides") or {}).get(name, {})}
+            if planned["precision"] == "fp32":  # said only where it is not the study's usual
+                del planned["precision"]
+            lines.append(f"| {LANGUAGE_PAIRS.get(name, name)} | not finished ({earlier_settings_text(planned)}) | – | – | "
+                         "– | – | – | – |")
         rows = [results["pairs"][name]] if name in results["pairs"] else []
         rows += [earlier_budget_row(run) for run in budgets.get(name, [])]
         for p in rows:

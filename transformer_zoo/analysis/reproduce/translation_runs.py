@@ -16,7 +16,8 @@ from typing import Any
 
 from transformers.utils import logging
 
-from .translation_setup import DATA_VERSION, ModelShape, TranslationSettings, decoding_fingerprint, for_pair
+from .translation_setup import (DATA_VERSION, ModelShape, TranslationSettings, decoding_fingerprint, for_pair,
+                                precision_fingerprint)
 from .translation_table3 import row_settings
 
 logger = logging.get_logger(__name__)
@@ -32,7 +33,7 @@ def default_settings(settings: TranslationSettings, name: str) -> dict[str, Any]
             "warmup_steps": settings.warmup_steps, "average_last": settings.average_last,
             "checkpoint_every": settings.checkpoint_every, "num_beams": settings.num_beams,
             "length_penalty": settings.length_penalty, "dev_bleu_sentences": settings.dev_bleu_sentences,
-            "samples": settings.samples, **decoding_fingerprint(settings)}
+            "samples": settings.samples, **decoding_fingerprint(settings), **precision_fingerprint(settings)}
 
 
 def settings_from_dict(values: Mapping[str, Any]) -> TranslationSettings:
@@ -98,14 +99,16 @@ BUDGET_FIELDS = ("epochs", "steps", "test_bleu", "test_chrf", "retrieval_bleu", 
 
 
 def shorter_budgets(settings: TranslationSettings, tasks: Sequence[tuple]) -> dict[str, list[dict[str, Any]]]:
-    """Each default model's finished runs at fewer epochs than it now trains, with every other setting the same: the
-    budgets it was continued from (a longer budget continues a shorter one's final state), fewest epochs first. The
-    report shows them beside the longer run, so a budget raised after seeing numbers leaves the earlier numbers, and
-    their verdict, in view."""
-    found: dict[str, dict[float, dict[str, Any]]] = {}
+    """Each default model's finished runs under earlier settings: fewer epochs than it now trains (the budgets it was
+    continued from: a longer budget continues a shorter one's final state), or the same or fewer epochs in another
+    training precision (a run retrained in bf16 to fit a sitting), every other setting the same; fewest epochs first.
+    The report shows them beside the current run, so settings changed after seeing numbers leave the earlier
+    numbers, and their verdicts, in view. Each carries its `precision`."""
+    found: dict[str, dict[tuple, dict[str, Any]]] = {}
     if not (settings.partial_file and Path(settings.partial_file).exists()):
         return {}
     wanted = {task[1]: _expected(task, settings) for task in tasks if task[0] == "default"}
+    varying = ("epochs", "precision")
     for line in Path(settings.partial_file).read_text(encoding="utf-8").splitlines():
         try:
             entry = json.loads(line) if line.strip() else None
@@ -115,12 +118,15 @@ def shorter_budgets(settings: TranslationSettings, tasks: Sequence[tuple]) -> di
             continue
         name, output = entry["task"][1], entry["output"]
         recorded, expected = output.get("task_settings") or {}, wanted[name]
-        same = ({k: v for k, v in recorded.items() if k != "epochs"} == {k: v for k, v in expected.items()
-                                                                         if k != "epochs"})
-        if same and recorded.get("epochs", expected["epochs"]) < expected["epochs"]:
-            found.setdefault(name, {})[recorded["epochs"]] = {key: output[key] for key in BUDGET_FIELDS
-                                                               if key in output}
-    return {name: [runs[epochs] for epochs in sorted(runs)] for name, runs in found.items()}
+        same = ({k: v for k, v in recorded.items() if k not in varying}
+                == {k: v for k, v in expected.items() if k not in varying})
+        epochs = recorded.get("epochs", expected["epochs"])
+        precision = recorded.get("precision", "fp32")
+        if same and (epochs < expected["epochs"]
+                     or (epochs == expected["epochs"] and precision != expected.get("precision", "fp32"))):
+            found.setdefault(name, {})[(epochs, precision)] = dict(
+                {key: output[key] for key in BUDGET_FIELDS if key in output}, precision=precision)
+    return {name: [runs[key] for key in sorted(runs)] for name, runs in found.items()}
 
 
 def study_totals(tasks: Sequence[tuple], done: Mapping[tuple, Mapping[str, Any]]) -> dict[str, Any]:

@@ -47,11 +47,16 @@ class ModelShape:
 # 2026-12-03) reached 11.5 test BLEU / 27.3 chrF against retrieval's 19.5 / 39.9; extrapolated from the dev loss, 12
 # epochs would clear retrieval. They did for en-ur (2026-12-06: 20.23 / 40.55 against 19.19 / 38.24, past the
 # study's margins of 1 BLEU and 2 chrF), not for ur-en (19.48 / 40.82 against 19.45 / 39.94: level on BLEU), whose dev
-# loss was still falling (2.52 at step 6,260, 2.49 at 7,512). So ur-en trains 18: a longer budget continues the
-# shorter run's kept final state step for step (`snapshot_options`), and the report keeps the 12-epoch numbers
-# beside the 18 (`shorter_budgets`). About 3.6 s a step on one core with the machine's other jobs beside it.
-URDU_EPOCHS = {"urdu-translation-en-ur": 12.0, "urdu-translation-ur-en": 18.0}
-URDU_PARAGRAPHS = {name: {"max_length": 256, "split_long_paragraphs": True, "epochs": epochs}
+# loss was still falling (2.52 at step 6,260, 2.49 at 7,512). An 18-epoch continuation (~10 h of a core at 3.2-3.6 s a
+# step beside the machine's other job) reached step 6,900 of 11,268 before the machine it ran on was replaced, its
+# snapshot with it (2026-12-07). A run must now fit one ~3 h sitting on 2 cores: ur-en trains 12 epochs in bf16
+# autocast on two threads (--only defaults --jobs 1 --threads 2: 0.76-0.83 s a step against 1.12-1.24 s in fp32,
+# measured idle), about 1.7 h of training. Its model is the one translate-test reads. The fp32 12-epoch run stays in
+# the report beside it (`earlier_runs`).
+URDU_EPOCHS = {"urdu-translation-en-ur": 12.0, "urdu-translation-ur-en": 12.0}
+URDU_PRECISION = {"urdu-translation-ur-en": "bf16"}
+URDU_PARAGRAPHS = {name: {"max_length": 256, "split_long_paragraphs": True, "epochs": epochs,
+                          **({"precision": URDU_PRECISION[name]} if name in URDU_PRECISION else {})}
                    for name, epochs in URDU_EPOCHS.items()}
 
 
@@ -104,6 +109,9 @@ class TranslationSettings:
     # mid-run continues that run from its last snapshot (translation.training.train_translation); None: no snapshots.
     snapshot_dir: str | None = None
     snapshot_every: int = 100
+    # Training arithmetic: "fp32", or "bf16" (autocast forward, fp32 weights and optimiser: train_translation).
+    # Decoding and evaluation stay in fp32.
+    precision: str = "fp32"
     # Training paragraphs longer than max_length (either side) become their aligned sentence pairs where they have
     # them (transformer_zoo.training.data.urdu_translation); the rest are truncated and counted.
     split_long_paragraphs: bool = False
@@ -221,6 +229,12 @@ def decoding_fingerprint(settings: TranslationSettings) -> dict[str, Any]:
     before the limit was a setting (all at + 50) still count as finished."""
     extra = settings.decode_extra_length
     return {} if extra == PAPER_EXTRA_LENGTH else {"decode_extra_length": extra}
+
+
+def precision_fingerprint(settings: TranslationSettings) -> dict[str, Any]:
+    """The training arithmetic, for a run's settings fingerprint: empty in fp32, so the runs recorded before it was a
+    setting (all fp32) still count as finished."""
+    return {} if settings.precision == "fp32" else {"precision": settings.precision}
 
 
 def decoding_limit_text(settings: Mapping[str, Any]) -> str:

@@ -35,8 +35,8 @@ import numpy as np
 
 from .common import clearly_better, format_mean_std, mean_std
 from .translation_setup import (DATA_VERSION, LANGUAGE_PAIRS, ModelShape, PairData, TranslationSettings, build_model,
-                                decoding_fingerprint, decoding_limit_text, snapshot_options, split_features,
-                                steps_for)
+                                decoding_fingerprint, decoding_limit_text, precision_fingerprint, snapshot_options,
+                                split_features, steps_for)
 
 # row -> (table-3 group, label, ModelShape fields over the ablation base, the paper's nearest row, its dev
 # perplexity and BLEU on newstest2013). The paper's base: 6 layers, d_model 512, 8 heads, d_k 64; PPL 4.92, BLEU 25.8.
@@ -81,7 +81,8 @@ def row_settings(settings: TranslationSettings, row: str) -> dict[str, Any]:
             "warmup_steps": settings.ablation_warmup_steps, "average_last": settings.average_last,
             "checkpoint_every": settings.checkpoint_every, "num_beams": settings.num_beams,
             "length_penalty": settings.length_penalty, "curve_points": settings.ablation_curve_points,
-            "dev_bleu_sentences": settings.dev_bleu_sentences, **decoding_fingerprint(settings)}
+            "dev_bleu_sentences": settings.dev_bleu_sentences, **decoding_fingerprint(settings),
+            **precision_fingerprint(settings)}
 
 
 # ================================================================================================ one row
@@ -121,6 +122,7 @@ def train_row(pair: PairData, settings: TranslationSettings, row: str, seed: int
         average_last=average, checkpoint_every=settings.checkpoint_every, seed=seed, evaluate=curve_point,
         eval_every=max(1, steps // max(1, settings.ablation_curve_points)), evaluate_before_average=True,
         final_evaluate=final, description=f"table 3/{row} seed {seed}", progress=progress,
+        precision=settings.precision,
         **snapshot_options(settings, f"table3-{row}", row_settings(settings, row), seed))
     group, label, _, paper_row, paper_perplexity, paper_bleu = TABLE3_ROWS[row]
     record = {"experiment": "translation", "arm": row, "seed": seed, "group": group, "label": label,
