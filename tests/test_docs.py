@@ -243,12 +243,12 @@ def test_the_urdu_translators_rows_lead_with_chrf_and_say_when_retrieval_wins():
     # Still training at a raised budget: the last finished budget stands on the front page, and says so.
     training = results.urdu_translation_rows(record({}, {"urdu-translation-ur-en": [pair(27.3, 11.5, 2.0),
                                                                                          pair(40.82, 19.48)]}))
-    assert training[0][0].endswith("12 epochs on CPU") and training[0][1].endswith("the run at 18 epochs is not finished")
+    assert training[0][0].endswith("12 epochs on CPU") and training[0][1].endswith("its run at 18 epochs is not finished")
     settings["pair_overrides"]["urdu-translation-ur-en"] = {"epochs": 12.0, "precision": "bf16"}
     retrained = results.urdu_translation_rows(record({}, {"urdu-translation-ur-en": [
         dict(pair(40.82, 19.48), precision="fp32")]}))
-    assert retrained[0][0].endswith("12 epochs, fp32 on CPU")
-    assert retrained[0][1].endswith("the run at 12 epochs, bf16 is not finished")
+    assert retrained[0][0].endswith("12 epochs in fp32 on CPU")
+    assert retrained[0][1].endswith("its run at 12 epochs, bf16 is not finished")
 
 
 def test_the_table3_row_counts_finished_runs_and_decided_claims():

@@ -89,12 +89,13 @@ def urdu_translation_rows(record: dict) -> list[tuple[str, str, str]]:
             pair, note = record["pairs"][name], ""
         elif budgets.get(name):
             pair = budgets[name][-1]
-            note = f"; the run at {planned_text(record, name)} is not finished"
+            note = f"; its run at {planned_text(record, name)} is not finished"
         else:
             continue
         standing = {"clear": "", "level": f"; **not clear of retrieval** (margins {retrieval_margins()})",
                     "below": "; **below retrieval**"}[against_baselines(pair)]
-        rows.append((f"The same Transformer, {pair['language_pair']}, {earlier_settings_text(pair)} on CPU",
+        rows.append((f"The same Transformer, {pair['language_pair']}, "
+                     f"{earlier_settings_text(pair).replace(', ', ' in ')} on CPU",
                      f"test chrF **{pair['test_chrf']:.2f}**, BLEU {pair['test_bleu']:.2f} (retrieval "
                      f"{pair['retrieval_chrf']:.2f} / {pair['retrieval_bleu']:.2f})" + standing + note,
                      "reproduce/translation.md"))
