@@ -408,6 +408,21 @@ def test_a_pair_retrained_in_bf16_keeps_its_fp32_runs_in_the_report_and_fp32_run
                               seeds=[0])
 
 
+def test_the_report_says_whether_the_row_without_dropout_had_begun_to_over_fit():
+    from transformer_zoo.analysis.reproduce.translation_table3 import over_fitting_text
+
+    def run(*losses):
+        curve = [{"step": 100 * (i + 1), "averaged": 1, "loss": loss} for i, loss in enumerate(losses)]
+        return {"arm": "no_dropout", "dev_curve": curve + [{"step": 100 * len(losses), "averaged": 5, "loss": 0.1}]}
+
+    assert over_fitting_text({"runs": [{"arm": "base", "dev_curve": []}]}) == ""
+    falling = over_fitting_text({"runs": [run(3.0, 2.5, 2.4), run(3.1, 2.6)]})
+    assert falling.startswith(" Without dropout the dev loss was still falling at the end in every seed (2.500 at "
+                              "step 200 -> 2.400 at step 300; 3.100 at step 100 -> 2.600 at step 200)")
+    rising = over_fitting_text({"runs": [run(3.0, 2.5, 2.6), run(3.1, 2.6)]})
+    assert rising.startswith(" Without dropout the dev loss rose between its last two points in 1 of 2 seeds")
+
+
 def test_the_table3_loss_curve_reaches_the_last_step_and_the_greedy_bleu_curve_does_not(monkeypatch, tmp_path):
     """The dev loss at the end (last weights, before averaging) is the curve's own measure, so it ends the curve; the
     end's BLEU is beam search on the whole dev split, another measure, so the greedy-BLEU curve stops before it."""
