@@ -138,8 +138,8 @@ def train_translation(model, features: PairFeatures, *, steps: int, max_tokens: 
 
     `precision`: "fp32", or "bf16" for mixed precision: the forward pass under bf16 autocast, the weights, gradients,
     optimiser state and loss in fp32 (the loss from the bf16 logits cast up). Evaluations run outside it, in fp32. On
-    CPUs that multiply bf16 in hardware (AMX, AVX512-BF16) a step of the Urdu pairs' shape took 0.76-0.83 s on two
-    threads against 1.12-1.24 s in fp32 (2026-12-07, idle); elsewhere autocast emulates bf16 and is slower.
+    CPUs that multiply bf16 in hardware (AMX, AVX512-BF16) it is faster: 1.4-1.75x on one thread, 1.02-1.17x on two
+    (benchmarks/results/translation_step_precision_cpu.json); elsewhere autocast emulates bf16 and is slower.
     """
     from tqdm.auto import tqdm
     from transformers.models.bart.modeling_bart import shift_tokens_right

@@ -50,8 +50,9 @@ class ModelShape:
 # loss was still falling (2.52 at step 6,260, 2.49 at 7,512). An 18-epoch continuation (~10 h of a core at 3.2-3.6 s a
 # step beside the machine's other job) reached step 6,900 of 11,268 before the machine it ran on was replaced, its
 # snapshot with it (2026-12-07). A run must now fit one ~3 h sitting on 2 cores: ur-en trains 12 epochs in bf16
-# autocast on two threads (--only defaults --jobs 1 --threads 2: 0.76-0.83 s a step against 1.12-1.24 s in fp32,
-# measured idle), about 1.7 h of training. Its model is the one translate-test reads. The fp32 12-epoch run stays in
+# autocast on two threads (--only defaults --jobs 1 --threads 2: 0.95-1.00 s a step against 1.02-1.11 s in fp32 in
+# benchmarks/results/translation_step_precision_cpu.json, 0.76-0.83 against 1.12-1.24 in an earlier uncommitted
+# run), about 2-2.1 h of training. Its model is the one translate-test reads. The fp32 12-epoch run stays in
 # the report beside it (`earlier_runs`).
 URDU_EPOCHS = {"urdu-translation-en-ur": 12.0, "urdu-translation-ur-en": 12.0}
 URDU_PRECISION = {"urdu-translation-ur-en": "bf16"}
