@@ -249,7 +249,8 @@ def test_bf16_training_runs_the_forward_in_bf16_and_keeps_fp32_weights_and_loss(
     learns as fp32 does. Anything else is refused by name."""
     _, tokenizer = tiny_translator
     features = encode_pairs(tokenizer, TOY_SOURCES * 8, TOY_TARGETS * 8, 16)
-    options = dict(steps=60, max_tokens=64, learning_rate=1e-2, warmup_steps=10, seed=0, progress=False)
+    options = dict(steps=60, max_tokens=64, learning_rate=1e-2, warmup_steps=10, seed=0, progress=False,
+                   log_every=1)  # loss_curve[0] is then the first step's loss, from the same weights and batch
     results, logit_dtypes = {}, {}
     for precision in ("fp32", "bf16"):
         torch.manual_seed(1)
