@@ -16,10 +16,9 @@ def retrieval_margins() -> str:
 
 def planned_text(record: dict, name: str) -> str:
     """The budget (and training precision, where not fp32) a pair still training runs at."""
-    settings = record["settings"]
-    planned = {"epochs": settings.get("epochs"), "precision": settings.get("precision", "fp32"),
-               **settings.get("pair_overrides", {}).get(name, {})}
-    return f"{planned['epochs']:g} epochs" + ("" if planned["precision"] == "fp32" else f", {planned['precision']}")
+    from transformer_zoo.analysis.reproduce.translation import planned_text as settings_text
+
+    return settings_text(record["settings"], name)
 
 
 def translation_table() -> str:

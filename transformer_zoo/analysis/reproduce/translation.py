@@ -167,6 +167,14 @@ def earlier_settings_text(run: Mapping[str, Any]) -> str:
     return f"{run['epochs']:g} epochs" + (f", {run['precision']}" if "precision" in run else "")
 
 
+def planned_text(settings: Mapping[str, Any], name: str) -> str:
+    """The budget a pair trains at under `settings` (as a report records them), with its training precision where
+    that is not fp32 (e.g. "12 epochs, bf16")."""
+    planned = {"epochs": settings.get("epochs"), "precision": settings.get("precision", "fp32"),
+               **(settings.get("pair_overrides") or {}).get(name, {})}
+    return f"{planned['epochs']:g} epochs" + ("" if planned["precision"] == "fp32" else f", {planned['precision']}")
+
+
 def earlier_budget_row(run: Mapping[str, Any]) -> dict[str, Any]:
     """A run under settings since changed (`shorter_budgets`), labelled as such for a results table."""
     return dict(run, language_pair=f"{run['language_pair']}, {earlier_settings_text(run)} (earlier settings)")
@@ -414,11 +422,7 @@ def translation_markdown(results: Mapping[str, Any]) -> str:
     budgets = results.get("shorter_budgets") or {}
     for name in dict.fromkeys([*s["pairs"], *results["pairs"], *waiting, *budgets]):  # each pair, then its earlier budgets
         if name in waiting:
-            planned = {"epochs": s["epochs"], "precision": s.get("precision", "fp32"),
-                       **(s.get("pair_overrides") or {}).get(name, {})}
-            if planned["precision"] == "fp32":  # said only where it is not the study's usual
-                del planned["precision"]
-            lines.append(f"| {LANGUAGE_PAIRS.get(name, name)} | not finished ({earlier_settings_text(planned)}) | – | – | "
+            lines.append(f"| {LANGUAGE_PAIRS.get(name, name)} | not finished ({planned_text(s, name)}) | – | – | "
                          "– | – | – | – |")
         rows = [results["pairs"][name]] if name in results["pairs"] else []
         rows += [earlier_budget_row(run) for run in budgets.get(name, [])]
