@@ -511,7 +511,7 @@ EXPERIMENT = Experiment(
             ablation_model=ModelShape(hidden_size=32, layers=1, heads=4, intermediate_size=64),
             ablation_epochs=0.5, ablation_warmup_steps=2, ablation_curve_points=2, dev_bleu_sentences=10,
             samples=2),
-        # 75-85 s on 2 idle cores: every row on 1,000 pairs per corpus and 1-layer models of width 64 (tests run it
+        # About a minute on 2 idle cores (63 s on 2026-12-08, 75-85 s in earlier sessions): every row on 1,000 pairs per corpus and 1-layer models of width 64 (tests run it
         # end to end).
         # Beam search is most of its time (every beam of a model that has not learnt to stop runs to the length
         # limit): 32 dev and test sentences, one batch each, and outputs up to the source + 10 tokens.
