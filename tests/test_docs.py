@@ -237,7 +237,9 @@ def test_the_urdu_translators_rows_lead_with_chrf_and_say_when_retrieval_wins():
     assert rows == [("The same Transformer, Urdu-English (hadith + Quran), 12 epochs on CPU",
                      "test chrF **43.10**, BLEU 21.00 (retrieval 39.94 / 19.45)", "reproduce/translation.md")]
     below = results.urdu_translation_rows(record({"urdu-translation-ur-en": pair(41.0, 19.0)}))
-    assert below[0][1].endswith("; **below retrieval**")  # a loss on either score is said on the front page
+    assert below[0][1].endswith("; **below retrieval** on BLEU")  # a loss on either score is said, and which
+    both = results.urdu_translation_rows(record({"urdu-translation-ur-en": pair(39.0, 19.0)}))
+    assert both[0][1].endswith("; **below retrieval**")
     level = results.urdu_translation_rows(record({"urdu-translation-ur-en": pair(40.82, 19.48)}))
     assert "**not clear of retrieval** (margins 2 chrF, 1 BLEU)" in level[0][1]  # above, but within the margins
     # Still training at a raised budget: the last finished budget stands on the front page, and says so.

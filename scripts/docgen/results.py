@@ -78,7 +78,8 @@ def urdu_translation_rows(record: dict) -> list[tuple[str, str, str]]:
     """A row per Urdu translator in the committed report, chrF first (the primary score for Urdu), against retrieval,
     and said plainly when it does not clear it; a pair still training at a raised budget shows its last finished
     budget, and says so."""
-    from transformer_zoo.analysis.reproduce.translation import against_baselines, earlier_settings_text
+    from transformer_zoo.analysis.reproduce.translation import (against_baselines, earlier_settings_text,
+                                                                 scores_below_baselines)
 
     rows = []
     budgets = record.get("shorter_budgets") or {}
@@ -92,8 +93,10 @@ def urdu_translation_rows(record: dict) -> list[tuple[str, str, str]]:
             note = f"; its run at {planned_text(record, name)} is not finished"
         else:
             continue
+        below = scores_below_baselines(pair)
         standing = {"clear": "", "level": f"; **not clear of retrieval** (margins {retrieval_margins()})",
-                    "below": "; **below retrieval**"}[against_baselines(pair)]
+                    "below": f"; **below retrieval**{' on ' + below[0] if len(below) == 1 else ''}"
+                    }[against_baselines(pair)]
         rows.append((f"The same Transformer, {pair['language_pair']}, "
                      f"{earlier_settings_text(pair).replace(', ', ' in ')} on CPU",
                      f"test chrF **{pair['test_chrf']:.2f}**, BLEU {pair['test_bleu']:.2f} (retrieval "

@@ -162,6 +162,13 @@ def against_baselines(result: Mapping[str, Any]) -> str:
     return "below" if min(gain.values()) <= 0 else "level"
 
 
+def scores_below_baselines(result: Mapping[str, Any]) -> list[str]:
+    """The scores ("chrF", "BLEU") on which a default model is at or under the better of its baselines: a model
+    "below" on one score and above on the other is said to be so, not that it is beaten on both."""
+    return [name for name, metric in (("chrF", "chrf"), ("BLEU", "bleu"))
+            if result[f"test_{metric}"] <= max(result[f"retrieval_{metric}"], result[f"copy_{metric}"])]
+
+
 def earlier_settings_text(run: Mapping[str, Any]) -> str:
     """An earlier run's budget, and its training precision where that was not fp32 or the current run's differs."""
     return f"{run['epochs']:g} epochs" + (f", {run['precision']}" if "precision" in run else "")
