@@ -18,7 +18,7 @@ Presets (--preset):
   quick    a first look: 2 seeds, 300 steps (norm: 200 steps at 2 and 6 layers only); copy, extrapolation and norm
            took 6.1 min here, 4.0 min of CPU, with the same verdicts as the default. translation: every row on
            1,000 pairs per corpus with 1-layer models of width 64, scored on 32 dev and test sentences (63 s on 2
-           idle cores with --jobs 2 on 2026-12-08, 75 s a day earlier; its numbers only show the pipeline works)
+           idle cores with --jobs 2 on 2026-12-08, 75-85 s earlier; its numbers only show the pipeline works)
   default  the committed report in docs/reproduce/: 3 seeds, 400 steps (norm: 300 steps at 2, 6 and 12 layers);
            11.3 min of CPU here. translation: the three pairs' default models (Bible 5 epochs, Urdu 12) and 12
            table-3 rows x 2 seeds over a base of the default model's shape trained 4 epochs: many hours of CPU, run

@@ -80,8 +80,8 @@ def translation_notes() -> str:
             head = (f"- **{pair['language_pair']} is level with retrieval**, not clear of it by the study's margins "
                     f"({retrieval_margins()}): {margin_bleu:+.2f} BLEU and {margin_chrf:+.2f} chrF after "
                     f"{pair['steps']:,} optimizer steps")
-        elif len(scores_below_baselines(pair)) == 1:  # above retrieval on one score, at or under it on the other
-            head = (f"- **{pair['language_pair']} is below retrieval on {scores_below_baselines(pair)[0]}**: "
+        elif len(below := scores_below_baselines(pair)) == 1:  # above retrieval on one score, under on the other
+            head = (f"- **{pair['language_pair']} is below retrieval on {below[0]}**: "
                     f"{margin_bleu:+.2f} BLEU and {margin_chrf:+.2f} chrF against it after {pair['steps']:,} "
                     "optimizer steps")
         else:

@@ -159,7 +159,7 @@ def against_baselines(result: Mapping[str, Any]) -> str:
             for metric in ("chrf", "bleu")}
     if gain["chrf"] > CHRF_MARGIN and gain["bleu"] > BLEU_MARGIN:
         return "clear"
-    return "below" if min(gain.values()) <= 0 else "level"
+    return "below" if scores_below_baselines(result) else "level"
 
 
 def scores_below_baselines(result: Mapping[str, Any]) -> list[str]:
@@ -518,8 +518,8 @@ EXPERIMENT = Experiment(
             ablation_model=ModelShape(hidden_size=32, layers=1, heads=4, intermediate_size=64),
             ablation_epochs=0.5, ablation_warmup_steps=2, ablation_curve_points=2, dev_bleu_sentences=10,
             samples=2),
-        # About a minute on 2 idle cores (63 s on 2026-12-08, 75-85 s in earlier sessions): every row on 1,000 pairs per corpus and 1-layer models of width 64 (tests run it
-        # end to end).
+        # About a minute on 2 idle cores (63 s on 2026-12-08, 75-85 s in earlier sessions): every row on 1,000
+        # pairs per corpus and 1-layer models of width 64 (tests run it end to end).
         # Beam search is most of its time (every beam of a model that has not learnt to stop runs to the length
         # limit): 32 dev and test sentences, one batch each, and outputs up to the source + 10 tokens.
         "quick": TranslationSettings(
